@@ -1,0 +1,5 @@
+"""``python -m localidx`` runs the CLI."""
+
+from localidx.cli import main
+
+main()

@@ -1,0 +1,29 @@
+"""Errors a user can cause, and the exit codes the CLI gives them.
+
+Library code raises these; ``cli.py`` turns them into one line on stderr and a non-zero exit.
+Anything else escaping to the CLI is a bug and is reported as such (exit 3), still without a traceback
+unless ``LOCALIDX_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+
+class LocalidxError(Exception):
+    """A problem the user can act on; its message is one line."""
+
+    exit_code = 1
+
+
+class UsageError(LocalidxError):
+    """Bad input: a path that does not exist, a directory where a file was expected, a bad option value."""
+
+    exit_code = 2
+
+
+class ConfigError(LocalidxError):
+    """A configuration file or environment variable holds a value localidx cannot use."""
+
+    exit_code = 2
+
+
+INTERNAL_ERROR_EXIT = 3

@@ -1,0 +1,96 @@
+"""The language table: file name -> grammar -> query files.
+
+Everything a grammar needs to say about a language lives in ``languages.toml`` and ``queries/*.scm``; this module only
+loads them. Grammars and compiled queries are created lazily, once per process, so the CLI starts fast and worker
+processes pay only for the languages they meet.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import PurePosixPath
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+@dataclass(frozen=True)
+class LanguageSpec:
+    name: str
+    extensions: tuple[str, ...]
+    filenames: tuple[str, ...]
+    grammar: str
+    queries: tuple[str, ...] = field(default=())
+
+    def ts_language(self):
+        """The tree-sitter Language object (cached)."""
+        return _ts_language(self.grammar)
+
+    def query_source(self) -> str:
+        """The concatenated text of this language's query files."""
+        return "\n".join(_query_text(name) for name in self.queries)
+
+    def query(self):
+        """The compiled tree-sitter Query (cached per language)."""
+        return _compiled_query(self.name)
+
+
+def _queries_dir():
+    return resources.files("localidx.languages").joinpath("queries")
+
+
+@lru_cache(maxsize=None)
+def _query_text(name: str) -> str:
+    return _queries_dir().joinpath(name).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=None)
+def _ts_language(grammar: str):
+    import tree_sitter
+
+    module_name, _, func = grammar.partition(":")
+    module = importlib.import_module(module_name)
+    return tree_sitter.Language(getattr(module, func or "language")())
+
+
+@lru_cache(maxsize=None)
+def _compiled_query(name: str):
+    import tree_sitter
+
+    spec = LANGUAGES[name]
+    return tree_sitter.Query(spec.ts_language(), spec.query_source())
+
+
+def _load_table() -> dict[str, LanguageSpec]:
+    raw = tomllib.loads(resources.files("localidx.languages").joinpath("languages.toml").read_text(encoding="utf-8"))
+    available = {entry.name for entry in _queries_dir().iterdir()}
+    table = {}
+    for name, entry in raw.items():
+        queries = entry.get("queries") or [q for q in (f"{name}-tags.scm", f"{name}-chunks.scm") if q in available]
+        table[name] = LanguageSpec(
+            name=name,
+            extensions=tuple(e.lower() for e in entry.get("extensions", ())),
+            filenames=tuple(entry.get("filenames", ())),
+            grammar=entry["grammar"],
+            queries=tuple(queries),
+        )
+    return table
+
+
+LANGUAGES: dict[str, LanguageSpec] = _load_table()
+_BY_FILENAME = {fn: spec for spec in LANGUAGES.values() for fn in spec.filenames}
+_BY_EXTENSION = {ext: spec for spec in LANGUAGES.values() for ext in spec.extensions}
+
+
+def language_for_path(path: str) -> LanguageSpec | None:
+    """The grammar-backed language for a file path, or None when no grammar reads it."""
+    pure = PurePosixPath(path)
+    if pure.name in _BY_FILENAME:
+        return _BY_FILENAME[pure.name]
+    suffix = pure.suffix[1:].lower()
+    return _BY_EXTENSION.get(suffix) if suffix else None

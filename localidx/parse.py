@@ -1,0 +1,328 @@
+"""Parse: source bytes -> tree-sitter tree -> Symbol records, through the language's query files.
+
+Second step of the flow (discover -> parse -> chunk -> enrich -> embed -> store). Every fact about a language comes
+from captures in ``languages/queries/<lang>-*.scm``; this module names no grammar node type. The captures it reads:
+
+- ``@definition.<kind>`` with ``@name`` (and optional ``@body``, ``@doc``) — a symbol; kinds outside ``SYMBOL_KINDS``
+  are ignored. A function nested directly in a class-like symbol becomes a ``method``.
+- ``@doc`` before a definition — doc comments; only the run of comments adjacent to the definition is kept, and the
+  symbol then starts at the first of them so its comment travels with it.
+- ``@reference.call`` with ``@name`` — a call, attributed to the innermost symbol around it.
+- ``@import``, ``@decorator``, ``@doc.module`` — file and symbol facts for [META].
+- ``@route`` with ``@route.path`` (and optional ``@route.verb``, ``@route.method``, ``@route.handler``) — an HTTP
+  endpoint, given to the symbol that holds it or that it names as handler.
+
+Invariants: symbols are ordered by start byte, each parent encloses its children, lines are 1-based and inclusive.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+
+from localidx.chunk.model import Endpoint
+from localidx.languages import LanguageSpec
+
+log = logging.getLogger(__name__)
+
+SYMBOL_KINDS = ("function", "method", "class", "struct", "interface", "enum", "trait", "impl", "module")
+# Symbols whose functions are methods and whose members are chunked separately under a skeleton.
+CLASS_LIKE = frozenset(("class", "struct", "interface", "enum", "trait", "impl"))
+CONTAINERS = CLASS_LIKE | {"module"}
+
+HTTP_METHODS = frozenset(("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"))
+# Route verbs across frameworks: GetMapping (Spring), HttpGet (ASP.NET), MapGet (minimal APIs), HandleFunc (Go).
+_VERB_AFFIXES = re.compile(r"^(?:http|map)(?=[A-Z])|(?:mapping|func|handler)$", re.IGNORECASE)
+
+_DOC_MARKERS = re.compile(r"^\s*(?:///?!?|/\*\*?|\*/|\*|#+|--|%)\s?", re.MULTILINE)
+_DOC_TAIL = re.compile(r"\s*\*/\s*$")
+_QUOTES = re.compile(r"""^(?:[rRbBuUfF]{0,2})('''|\"\"\"|'|\"|`)(.*)\1$""", re.DOTALL)
+
+
+class ParseError(Exception):
+    """The file could not be parsed (no grammar, a timeout); the chunker turns this into a sentinel chunk."""
+
+
+@dataclass
+class Symbol:
+    kind: str
+    name: str
+    start_byte: int
+    end_byte: int
+    start_line: int
+    end_line: int
+    name_line: int
+    body_start_line: int | None = None  # first line of the body; None when the query gives no @body
+    body_end_line: int | None = None
+    split_lines: list[int] = field(default_factory=list)  # lines where a statement of the body starts
+    doc: str = ""
+    signature: str = ""
+    decorators: list[str] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+    endpoints: list[Endpoint] = field(default_factory=list)
+    parent: int | None = None  # index into ParsedFile.symbols
+    children: list[int] = field(default_factory=list)
+    qualified: str = ""
+
+    @property
+    def is_container(self) -> bool:
+        return self.kind in CONTAINERS
+
+
+@dataclass
+class ParsedFile:
+    language: str
+    symbols: list[Symbol]
+    imports: list[tuple[int, int, str]]  # (start_line, end_line, text)
+    module_doc: str
+    endpoints: list[Endpoint]
+    module_calls: list[tuple[int, str]]  # (line, name) of calls made outside any symbol
+    has_errors: bool  # the grammar recovered from syntax errors somewhere
+
+
+def _end_line(node) -> int:
+    """1-based inclusive last line: a node ending at column 0 ends on the line before."""
+    row, col = node.end_point
+    return max(node.start_point[0] + 1, row if col == 0 else row + 1)
+
+
+def clean_doc(text: str) -> str:
+    """A docstring or doc comment without quotes and comment markers, whitespace collapsed per paragraph."""
+    text = text.strip()
+    quoted = _QUOTES.match(text)
+    if quoted:
+        text = quoted.group(2)
+    text = _DOC_TAIL.sub("", text)
+    text = _DOC_MARKERS.sub("", text)
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text)]
+    return "\n".join(p for p in paragraphs if p)[:1000]
+
+
+def normalize_verb(verb: str) -> str:
+    """``get`` -> GET, ``PostMapping``/``HttpPost``/``MapPost`` -> POST, ``route``/``HandleFunc``/``path`` -> ANY."""
+    core = _VERB_AFFIXES.sub("", verb).upper()
+    return core if core in HTTP_METHODS else "ANY"
+
+
+def _strip_quotes(text: str) -> str:
+    quoted = _QUOTES.match(text.strip())
+    return quoted.group(2) if quoted else text.strip()
+
+
+def _parse_tree(spec: LanguageSpec, data: bytes, timeout_s: float):
+    import tree_sitter
+
+    parser = tree_sitter.Parser(spec.ts_language())
+    if timeout_s <= 0:
+        return parser.parse(data)
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    step = 64 * 1024
+
+    def read(offset: int, _point) -> bytes:
+        # tree-sitter pulls the source through this callback as it lexes, so a deadline checked here bounds the parse.
+        nonlocal timed_out
+        if time.monotonic() > deadline:
+            timed_out = True
+            return b""
+        return data[offset : offset + step]
+
+    tree = parser.parse(read)
+    if timed_out or tree is None:
+        raise ParseError(f"parser timed out after {timeout_s:g} s")
+    return tree
+
+
+def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile:
+    """Parse ``data`` with the language's grammar and read its symbols through its queries."""
+    import tree_sitter
+
+    try:
+        tree = _parse_tree(spec, data, timeout_s)
+    except ParseError:
+        raise
+    except Exception as exc:  # a grammar that cannot load or crashes is a sentinel, not a stopped run
+        raise ParseError(f"parser failed: {exc}") from exc
+    root = tree.root_node
+    symbols_by_node: dict[tuple[int, int], Symbol] = {}
+    by_name_node: dict[int, Symbol] = {}
+    calls: list[tuple[int, int, str]] = []
+    decorators: list[tuple[int, str]] = []
+    routes: list[tuple[int, int, Endpoint]] = []
+    imports: list[tuple[int, int, str]] = []
+    module_doc = ""
+
+    for _pattern, caps in tree_sitter.QueryCursor(spec.query()).matches(root):
+        definition = next((k for k in caps if k.startswith("definition.")), None)
+        if definition is not None:
+            kind = definition.split(".", 1)[1]
+            if kind not in SYMBOL_KINDS or "name" not in caps:
+                continue
+            _add_symbol(caps, kind, definition, data, symbols_by_node, by_name_node)
+        elif "reference.call" in caps and "name" in caps:
+            node = caps["reference.call"][0]
+            name = caps["name"][-1].text.decode("utf-8", "replace")
+            calls.append((node.start_byte, node.start_point[0] + 1, name))
+        elif "route" in caps and "route.path" in caps:
+            node = caps["route"][0]
+            path = _strip_quotes(caps["route.path"][0].text.decode("utf-8", "replace"))
+            verb = caps["route.verb"][0].text.decode() if "route.verb" in caps else ""
+            methods = [_strip_quotes(n.text.decode()).upper() for n in caps.get("route.method", [])]
+            handler = caps["route.handler"][0].text.decode() if "route.handler" in caps else ""
+            for method in methods or [normalize_verb(verb)]:
+                endpoint = Endpoint(method=method, path=path, handler=handler, line=node.start_point[0] + 1)
+                routes.append((node.start_byte, node.end_byte, endpoint))
+        elif "import" in caps:
+            for node in caps["import"]:
+                imports.append((node.start_point[0] + 1, _end_line(node), node.text.decode("utf-8", "replace")))
+        elif "decorator" in caps:
+            node = caps["decorator"][0]
+            decorators.append((node.start_byte, node.text.decode("utf-8", "replace")))
+        elif "doc.module" in caps and not module_doc:
+            module_doc = clean_doc(caps["doc.module"][0].text.decode("utf-8", "replace"))
+
+    symbols = sorted(symbols_by_node.values(), key=lambda s: (s.start_byte, -s.end_byte))
+    _nest(symbols)
+    starts = [s.start_byte for s in symbols]
+    module_calls = []
+    for offset, line, name in calls:
+        owner = _innermost(symbols, starts, offset)
+        if owner is not None:
+            symbols[owner].calls.append(name)
+        else:
+            module_calls.append((line, name))
+    for offset, text in decorators:
+        owner = _innermost(symbols, starts, offset)
+        if owner is not None:
+            symbols[owner].decorators.append(" ".join(text.split()))
+    endpoints = _place_routes(symbols, starts, routes)
+    for sym in symbols:
+        sym.calls = list(dict.fromkeys(sym.calls))
+    imports = sorted(set(imports))
+    return ParsedFile(
+        language=spec.name,
+        symbols=symbols,
+        imports=imports,
+        module_doc=module_doc,
+        endpoints=endpoints,
+        module_calls=module_calls,
+        has_errors=root.has_error,
+    )
+
+
+def _add_symbol(caps, kind, definition, data, symbols_by_node, by_name_node) -> None:
+    node = caps[definition][0]
+    name_node = caps["name"][0]
+    body = caps.get("body", [None])[0]
+    sym = Symbol(
+        kind=kind,
+        name=name_node.text.decode("utf-8", "replace"),
+        start_byte=node.start_byte,
+        end_byte=node.end_byte,
+        start_line=node.start_point[0] + 1,
+        end_line=_end_line(node),
+        name_line=name_node.start_point[0] + 1,
+    )
+    if body is not None:
+        sym.body_start_line = body.start_point[0] + 1
+        sym.body_end_line = _end_line(body)
+        sym.split_lines = sorted({child.start_point[0] + 1 for child in body.named_children})
+    sym.signature = _signature(data, name_node, body, node)
+    _attach_docs(sym, caps.get("doc", []), node)
+    # The same definition is often matched twice (a decorated wrapper and the bare definition): keep the widest
+    # range and the richest facts under one name node.
+    twin = by_name_node.get(name_node.start_byte)
+    if twin is not None:
+        wide, narrow = (twin, sym) if twin.end_byte - twin.start_byte >= sym.end_byte - sym.start_byte else (sym, twin)
+        if wide.body_start_line is None:
+            wide.body_start_line, wide.body_end_line, wide.split_lines = (
+                narrow.body_start_line,
+                narrow.body_end_line,
+                narrow.split_lines,
+            )
+        wide.doc = wide.doc or narrow.doc
+        if wide.kind == "function" and narrow.kind != "function":
+            wide.kind = narrow.kind
+        symbols_by_node.pop((twin.start_byte, twin.end_byte), None)
+        symbols_by_node[(wide.start_byte, wide.end_byte)] = wide
+        by_name_node[name_node.start_byte] = wide
+        return
+    if (node.start_byte, node.end_byte) in symbols_by_node:
+        return  # two patterns matched one node: the first pattern in the query file wins
+    symbols_by_node[(node.start_byte, node.end_byte)] = sym
+    by_name_node[name_node.start_byte] = sym
+
+
+def _signature(data: bytes, name_node, body, node) -> str:
+    # From the start of the line that names the symbol to where its body begins (or the end of that line).
+    line_start = data.rfind(b"\n", 0, name_node.start_byte) + 1
+    line_start = max(line_start, node.start_byte)
+    if body is not None and body.start_byte > name_node.start_byte:
+        end = body.start_byte
+    else:
+        end = data.find(b"\n", name_node.end_byte)
+        end = node.end_byte if end == -1 else min(end, node.end_byte)
+    text = " ".join(data[line_start:end].decode("utf-8", "replace").split())
+    return text.rstrip("{:= ").strip()[:300]
+
+
+def _attach_docs(sym: Symbol, doc_nodes, node) -> None:
+    inside = [n for n in doc_nodes if n.start_byte >= node.start_byte]
+    before = sorted((n for n in doc_nodes if n.end_byte <= node.start_byte), key=lambda n: n.start_byte)
+    # Only the run of comments that ends on the line just above the definition documents it.
+    run = []
+    next_line = sym.start_line
+    for n in reversed(before):
+        if _end_line(n) < next_line - 1:
+            break
+        run.insert(0, n)
+        next_line = n.start_point[0] + 1
+    if run:
+        sym.start_line = run[0].start_point[0] + 1
+        sym.start_byte = run[0].start_byte
+    texts = [n.text.decode("utf-8", "replace") for n in run + inside]
+    if texts:
+        sym.doc = clean_doc("\n".join(texts))
+
+
+def _nest(symbols: list[Symbol]) -> None:
+    stack: list[int] = []
+    for i, sym in enumerate(symbols):
+        while stack and symbols[stack[-1]].end_byte < sym.end_byte:
+            stack.pop()
+        if stack:
+            parent = symbols[stack[-1]]
+            sym.parent = stack[-1]
+            parent.children.append(i)
+            if sym.kind == "function" and parent.kind in CLASS_LIKE:
+                sym.kind = "method"
+        sym.qualified = f"{symbols[sym.parent].qualified}.{sym.name}" if sym.parent is not None else sym.name
+        stack.append(i)
+
+
+def _innermost(symbols: list[Symbol], starts: list[int], offset: int) -> int | None:
+    i = bisect.bisect_right(starts, offset) - 1
+    while i is not None and i >= 0:
+        if symbols[i].end_byte > offset:
+            return i
+        i = symbols[i].parent
+    return None
+
+
+def _place_routes(symbols, starts, routes) -> list[Endpoint]:
+    by_name: dict[str, int] = {}
+    for i, sym in enumerate(symbols):
+        by_name.setdefault(sym.name, i)
+    found = []
+    for start, _end, endpoint in routes:
+        owner = _innermost(symbols, starts, start)
+        if owner is None and endpoint.handler:
+            owner = by_name.get(endpoint.handler.rsplit(".", 1)[-1])
+        if owner is not None:
+            symbols[owner].endpoints.append(endpoint)
+            endpoint.handler = symbols[owner].qualified
+        found.append(endpoint)
+    return found

