@@ -1,0 +1,23 @@
+"""Finding the files of a repository worth indexing; see ``localidx.discover.files``."""
+
+from localidx.discover.files import (
+    SKIP_REASONS,
+    Discovery,
+    Skipped,
+    SourceFile,
+    check_content,
+    discover,
+    find_root,
+    read_source,
+)
+
+__all__ = [
+    "SKIP_REASONS",
+    "Discovery",
+    "Skipped",
+    "SourceFile",
+    "check_content",
+    "discover",
+    "find_root",
+    "read_source",
+]
