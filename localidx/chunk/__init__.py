@@ -1,0 +1,171 @@
+"""Chunk: one file's bytes -> finalized chunks.
+
+``chunk_file`` is the single entry point (used by ``localidx chunks``, the dry run and the indexer). It decides which
+chunker reads a file — symbols for grammar-backed code, headings for Markdown, keys for config files, line windows
+for any other text — after redacting secrets from the whole text (line count kept), and it checks the result: if any
+non-blank line is in no chunk, or a chunker fails, the region gets a sentinel ``error`` chunk (level -99, the reason
+as text) plus line windows, so nothing is ever dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from localidx.chunk.model import LEVEL_ERROR, Chunk, FileContext
+
+log = logging.getLogger(__name__)
+
+MARKDOWN_EXTENSIONS = frozenset(("md", "markdown", "mdown", "mkd", "mdx"))
+IMPORT_ONLY = "import-only"  # the reason an empty or import-only __init__.py has no chunks
+_NEWLINE = re.compile(rb"\n")
+
+
+@dataclass
+class FileChunks:
+    path: str
+    language: str = ""
+    chunks: list[Chunk] = field(default_factory=list)
+    skipped: str | None = None  # a discover.SKIP_REASONS value when the file is not chunked
+    invalid_utf8: bool = False
+    redactions: int = 0
+    errors: list[str] = field(default_factory=list)  # reasons of the sentinel chunks
+    symbols: int = 0
+    size: int = 0
+
+
+def _line_offsets(data: bytes) -> list[int]:
+    offsets = [0]
+    offsets.extend(m.end() for m in _NEWLINE.finditer(data))
+    offsets.append(len(data))
+    return offsets
+
+
+def _text_language(path: str) -> str:
+    suffix = PurePosixPath(path).suffix[1:].lower()
+    return suffix or "text"
+
+
+def _uncovered(chunks: list[Chunk], lines: list[str]) -> list[tuple[int, int]]:
+    """Runs of non-blank lines in no chunk's range (blank lines inside a run do not end it)."""
+    covered = bytearray(len(lines) + 2)
+    for chunk in chunks:
+        covered[chunk.start_line : chunk.end_line + 1] = b"\x01" * (chunk.end_line - chunk.start_line + 1)
+    gaps: list[tuple[int, int]] = []
+    start = last = None
+    for n, line in enumerate(lines, 1):
+        if covered[n]:
+            if start is not None:
+                gaps.append((start, last))
+                start = None
+        elif line.strip():
+            start = n if start is None else start
+            last = n
+    if start is not None:
+        gaps.append((start, last))
+    return gaps
+
+
+def error_chunk(path: str, language: str, start: int, end: int, reason: str) -> Chunk:
+    """A sentinel chunk saying that lines ``start``..``end`` could not be chunked, and why."""
+    return Chunk(path=path, language=language, kind="error", start_line=start, end_line=end, level=LEVEL_ERROR,
+                 text=f"localidx could not chunk {path}:{start}-{end}: {reason}", title=f"error: {reason}")
+
+
+def _import_only(lines: list[str], imports: list[tuple[int, int, str]]) -> bool:
+    in_import = bytearray(len(lines) + 2)
+    for start, end, _text in imports:
+        in_import[start : end + 1] = b"\x01" * (end - start + 1)
+    return all(in_import[n] or not line.strip() or line.lstrip().startswith("#") for n, line in enumerate(lines, 1))
+
+
+def chunk_file(path: str, data: bytes, settings) -> FileChunks:
+    """Chunk one file. ``path`` is repo-relative (forward slashes); ``data`` its bytes. Never raises for content."""
+    from localidx.chunk.config import chunk_config, config_language
+    from localidx.chunk.docs import check_docs, chunk_markdown
+    from localidx.chunk.finalize import finalize
+    from localidx.chunk.windows import chunk_windows
+    from localidx.discover import check_content
+    from localidx.languages import language_for_path
+    from localidx.redact import redact, redact_env
+
+    result = FileChunks(path=path, size=len(data))
+    reason = check_content(path, data, settings)
+    if reason:
+        result.skipped = reason
+        return result
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        result.invalid_utf8 = True
+    spec = language_for_path(path)
+    config_lang = config_language(path)
+    is_markdown = PurePosixPath(path).suffix[1:].lower() in MARKDOWN_EXTENSIONS
+    red_text, redactions = (redact_env if config_lang == "dotenv" else redact)(text)
+    result.redactions = len(redactions)
+    lines = [line[:-1] if line.endswith("\r") else line for line in red_text.split("\n")]
+    ctx = FileContext(path=path, language="", invalid_utf8=result.invalid_utf8)
+    chunks: list[Chunk] = []
+    if spec is not None:
+        ctx.language = result.language = spec.name
+        chunks = _chunk_source(path, spec, data, lines, settings, ctx, result)
+        if result.skipped:
+            return result
+    elif is_markdown:
+        ctx.language = result.language = "markdown"
+        chunks = chunk_markdown(path, red_text, settings)
+        problem = check_docs(chunks, red_text)
+        if problem:
+            result.errors.append(problem)
+            chunks = [error_chunk(path, "markdown", 1, len(lines), problem)]
+            chunks += chunk_windows(path, "markdown", lines, settings)
+    elif config_lang is not None:
+        ctx.language = result.language = config_lang
+        chunks = chunk_config(path, red_text, config_lang, settings)
+    else:
+        ctx.language = result.language = _text_language(path)
+        chunks = chunk_windows(path, ctx.language, lines, settings)
+    for start, end in _uncovered(chunks, lines):
+        reason = f"lines {start}-{end} were in no chunk"
+        log.warning("%s: %s", path, reason)
+        result.errors.append(reason)
+        chunks.append(error_chunk(path, ctx.language, start, end, reason))
+        chunks.extend(chunk_windows(path, ctx.language, lines, settings, start=start, end=end))
+    offsets = _line_offsets(data)
+    for chunk in chunks:
+        # Byte spans of the original file: redaction and UTF-8 repair keep lines, not bytes.
+        chunk.start_byte, chunk.end_byte = offsets[chunk.start_line - 1], offsets[min(chunk.end_line, len(offsets) - 1)]
+    result.chunks = finalize(chunks, ctx)
+    return result
+
+
+def _chunk_source(path, spec, data, lines, settings, ctx, result) -> list[Chunk]:
+    from localidx.chunk.code import chunk_code
+    from localidx.chunk.summary import summary_chunk, wants_summary
+    from localidx.chunk.windows import chunk_windows
+    from localidx.parse import ParseError, parse
+
+    try:
+        parsed = parse(spec, data, timeout_s=settings.parse_timeout_s)
+    except ParseError as exc:
+        result.errors.append(str(exc))
+        return [error_chunk(path, spec.name, 1, max(1, len(lines)), str(exc))] + chunk_windows(
+            path, spec.name, lines, settings
+        )
+    result.symbols = len(parsed.symbols)
+    ctx.imports = [text for _s, _e, text in parsed.imports]
+    ctx.module_doc = parsed.module_doc
+    ctx.endpoints = parsed.endpoints
+    if PurePosixPath(path).name == "__init__.py" and _import_only(lines, parsed.imports):
+        result.skipped = IMPORT_ONLY
+        return []
+    chunks = chunk_code(path, parsed, lines, settings)
+    if chunks and wants_summary(path, parsed, settings):
+        chunks.insert(0, summary_chunk(path, parsed, len(lines), settings.max_tokens))
+        for chunk in chunks[1:]:
+            if chunk.parent_index is not None:
+                chunk.parent_index += 1
+    return chunks

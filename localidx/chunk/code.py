@@ -1,0 +1,279 @@
+"""Symbol chunks for source files: one symbol, one chunk, with class skeletons, tiny-sibling merge and oversize split.
+
+Input is a ``ParsedFile`` (symbols from the queries) and the file's redacted lines; output is a list of draft chunks
+in file order. The rules, with no language named anywhere:
+
+- A class-like symbol (or a module/namespace) with member symbols becomes a *skeleton*: its own lines with each
+  member's body elided, then every member is chunked at the next level. No body is stored twice.
+- Any other symbol is one chunk with everything inside it (nested helpers stay with their function).
+- Lines outside every symbol at a level (imports, constants, statements) become ``module`` units.
+- Adjacent tiny units of one parent are merged up to ``settings.merge_tokens``, keeping the names they hold.
+- Anything over ``settings.max_tokens`` is split with ``settings.overlap_lines`` of overlap (``split.split_lines``).
+
+Every non-blank line ends up in at least one chunk; ``chunk_file`` checks that and reports a sentinel if not.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from localidx import tokens
+from localidx.chunk.model import Chunk
+from localidx.chunk.split import split_lines
+from localidx.config import Settings
+from localidx.parse import ParsedFile, Symbol
+
+# Which kind a merged chunk takes: the most specific kind among what it holds.
+_MERGE_KIND_ORDER = ("method", "function", "class", "struct", "interface", "trait", "impl", "enum", "module")
+
+
+@dataclass
+class _Unit:
+    """One piece at one nesting level before merging: a symbol (index) or a run of other lines."""
+
+    start: int  # 1-based line numbers
+    end: int
+    symbol: int | None
+    text_lines: list[str] = field(default_factory=list)  # lines of text as they will be stored
+    line_numbers: list[int] = field(default_factory=list)  # original line number of each text line
+    skeleton: bool = False
+
+
+def _is_blank(line: str) -> bool:
+    return not line.strip()
+
+
+class _CodeChunker:
+    def __init__(self, path: str, parsed: ParsedFile, lines: list[str], settings: Settings):
+        self.path = path
+        self.parsed = parsed
+        self.symbols = parsed.symbols
+        self.lines = lines
+        self.settings = settings
+        self.chunks: list[Chunk] = []
+
+    # -- units ---------------------------------------------------------------------------------------------------
+
+    def _line_unit(self, start: int, end: int, symbol: int | None) -> _Unit:
+        numbers = list(range(start, end + 1))
+        return _Unit(start, end, symbol, [self.lines[n - 1] for n in numbers], numbers)
+
+    def _gap_units(self, start: int, end: int, members: list[int]) -> list[_Unit]:
+        """Units for the lines between ``start`` and ``end`` that no member covers, in order, with the members."""
+        units: list[_Unit] = []
+        cursor = start
+        for m in members:
+            sym = self.symbols[m]
+            if sym.start_line > cursor:
+                units.extend(self._gap(cursor, sym.start_line - 1))
+            units.append(self._symbol_unit(m))
+            cursor = max(cursor, sym.end_line + 1)
+        if cursor <= end:
+            units.extend(self._gap(cursor, end))
+        return units
+
+    def _gap(self, start: int, end: int) -> list[_Unit]:
+        while start <= end and _is_blank(self.lines[start - 1]):
+            start += 1
+        while end >= start and _is_blank(self.lines[end - 1]):
+            end -= 1
+        return [self._line_unit(start, end, None)] if start <= end else []
+
+    def _symbol_unit(self, index: int) -> _Unit:
+        sym = self.symbols[index]
+        if not (sym.is_container and sym.children):
+            return self._line_unit(sym.start_line, sym.end_line, index)
+        # A skeleton: the container's lines with each member's body replaced by one elision line.
+        elided: dict[int, tuple[int, str]] = {}  # first elided line -> (last elided line, placeholder)
+        for c in sym.children:
+            first, last = self._body_span(self.symbols[c])
+            if first <= last:
+                indent = self.lines[first - 1][: len(self.lines[first - 1]) - len(self.lines[first - 1].lstrip())]
+                elided[first] = (last, f"{indent}...")
+        text_lines, numbers = [], []
+        n = sym.start_line
+        while n <= sym.end_line:
+            if n in elided:
+                last, placeholder = elided[n]
+                text_lines.append(placeholder)
+                numbers.append(n)
+                n = last + 1
+                continue
+            text_lines.append(self.lines[n - 1])
+            numbers.append(n)
+            n += 1
+        return _Unit(sym.start_line, sym.end_line, index, text_lines, numbers, skeleton=True)
+
+    def _body_span(self, sym: Symbol) -> tuple[int, int]:
+        """The lines of a member that its class skeleton leaves out."""
+        if sym.is_container and sym.children:
+            # A nested class keeps its own header in the parent's skeleton; its members go to its own skeleton.
+            first = (sym.body_start_line or sym.name_line + 1)
+        elif sym.body_start_line is None:
+            first = sym.name_line + 1
+        else:
+            first = sym.body_start_line
+            line = self.lines[first - 1]
+            # A body that opens on the signature line (`void f() {`) keeps that line; one on its own line does not.
+            if first == sym.name_line or _signature_continues(line):
+                first += 1
+        return first, sym.end_line
+
+    # -- chunks --------------------------------------------------------------------------------------------------
+
+    def run(self) -> list[Chunk]:
+        top = [i for i, s in enumerate(self.symbols) if s.parent is None]
+        self._level(self._gap_units(1, len(self.lines), top), parent_chunk=None, depth=0)
+        return self.chunks
+
+    def _level(self, units: list[_Unit], parent_chunk: int | None, depth: int) -> None:
+        for group in self._merge_groups(units):
+            first_index = self._emit(group, parent_chunk, depth)
+            for unit in group:
+                if unit.skeleton:
+                    sym = self.symbols[unit.symbol]
+                    members = self._gap_units_inside(sym)
+                    self._level(members, parent_chunk=first_index, depth=depth + 1)
+
+    def _gap_units_inside(self, sym: Symbol) -> list[_Unit]:
+        # Inside a container only the members are units: its other lines are already in the skeleton.
+        return [self._symbol_unit(c) for c in sym.children]
+
+    def _unit_tokens(self, unit: _Unit) -> int:
+        text = "\n".join(unit.text_lines)
+        if not tokens.fits(text, self.settings.tiny_tokens):
+            return self.settings.max_tokens + 1
+        return tokens.count(text)
+
+    def _merge_groups(self, units: list[_Unit]) -> list[list[_Unit]]:
+        groups: list[list[_Unit]] = []
+        current: list[_Unit] = []
+        current_tokens = 0
+        for unit in units:
+            size = self._unit_tokens(unit) if not unit.skeleton else self.settings.max_tokens + 1
+            tiny = size < self.settings.tiny_tokens
+            if tiny and current and current_tokens + size <= self.settings.merge_tokens:
+                current.append(unit)
+                current_tokens += size
+                continue
+            if current:
+                groups.append(current)
+            current, current_tokens = [unit], size
+            if not tiny:
+                groups.append(current)
+                current, current_tokens = [], 0
+        if current:
+            groups.append(current)
+        return groups
+
+    def _emit(self, group: list[_Unit], parent_chunk: int | None, depth: int) -> int:
+        """Append the chunk (or its parts) for a group of units; return the index of its first chunk."""
+        text_lines: list[str] = []
+        numbers: list[int] = []
+        for k, unit in enumerate(group):
+            if k:
+                # Keep the blank lines between merged siblings, so the text reads as it does in the file.
+                gap = range(group[k - 1].end + 1, unit.start)
+                text_lines.extend(self.lines[n - 1] for n in gap)
+                numbers.extend(gap)
+            text_lines.extend(unit.text_lines)
+            numbers.extend(unit.line_numbers)
+        base = self._base_chunk(group, depth)
+        preferred = self._preferred_cuts(group, numbers)
+        first_index = len(self.chunks)
+        text = "\n".join(text_lines)
+        if tokens.fits(text, self.settings.max_tokens):
+            base.text = text
+            base.parent_index = parent_chunk
+            self.chunks.append(base)
+            return first_index
+        parts = split_lines(text_lines, self.settings.max_tokens, self.settings.overlap_lines, preferred)
+        for k, part in enumerate(parts):
+            chunk = _copy(base)
+            chunk.text = part.text
+            chunk.start_line = numbers[part.start]
+            chunk.end_line = numbers[part.end - 1]
+            chunk.chunk_index = k
+            chunk.overlap_lines = part.overlap
+            chunk.title = f"{base.title} (part {k + 1}/{len(parts)})"
+            chunk.parent_index = parent_chunk
+            self.chunks.append(chunk)
+        return first_index
+
+    def _preferred_cuts(self, group: list[_Unit], numbers: list[int]) -> set[int]:
+        good_lines: set[int] = set()
+        for unit in group:
+            good_lines.add(unit.start)
+            if unit.symbol is not None:
+                sym = self.symbols[unit.symbol]
+                good_lines.update(sym.split_lines)
+                good_lines.update(self.symbols[c].start_line for c in sym.children)
+            else:
+                # Module code: a line that starts at column 0 begins a top-level statement.
+                good_lines.update(n for n in unit.line_numbers if self.lines[n - 1][:1] not in ("", " ", "\t"))
+        return {i for i, n in enumerate(numbers) if n in good_lines}
+
+    def _base_chunk(self, group: list[_Unit], depth: int) -> Chunk:
+        syms = [self.symbols[u.symbol] for u in group if u.symbol is not None]
+        start, end = group[0].start, group[-1].end
+        chunk = Chunk(path=self.path, language=self.parsed.language, kind="module", start_line=start, end_line=end,
+                      text="", level=depth)
+        if not syms:
+            chunk.title = f"module code {start}-{end}"
+            chunk.calls = self._module_calls(start, end)
+            return chunk
+        lead = syms[0] if len(syms) == 1 else min(syms, key=lambda s: _MERGE_KIND_ORDER.index(s.kind))
+        chunk.kind = lead.kind
+        chunk.symbol = lead.qualified
+        chunk.name = lead.name
+        parent = self.symbols[lead.parent] if lead.parent is not None else None
+        chunk.parent = parent.qualified if parent else ""
+        if parent:
+            chunk.tags["parent_kind"] = parent.kind
+        chunk.signature = lead.signature
+        chunk.doc = lead.doc
+        chunk.decorators = list(dict.fromkeys(d for s in syms for d in s.decorators))
+        chunk.calls = list(dict.fromkeys(c for s in syms for c in self._calls_within(s)))
+        endpoints = [e for s in syms for e in self._endpoints_within(s)]
+        if endpoints:
+            chunk.tags["http_method"] = endpoints[0].method
+            chunk.tags["http_path"] = endpoints[0].path
+        if len(group) > 1:
+            chunk.symbols = [s.qualified for s in syms]
+            chunk.title = f"{len(group)} merged: " + ", ".join(s.qualified for s in syms)
+        else:
+            chunk.title = f"{lead.kind} {lead.qualified}"
+        return chunk
+
+    def _calls_within(self, sym: Symbol) -> list[str]:
+        calls = list(sym.calls)
+        if not (sym.is_container and sym.children):
+            for c in sym.children:  # nested helpers are part of this chunk, so are their calls
+                calls.extend(self._calls_within(self.symbols[c]))
+        return calls
+
+    def _endpoints_within(self, sym: Symbol):
+        found = list(sym.endpoints)
+        if not (sym.is_container and sym.children):
+            for c in sym.children:
+                found.extend(self._endpoints_within(self.symbols[c]))
+        return found
+
+    def _module_calls(self, start: int, end: int) -> list[str]:
+        return list(dict.fromkeys(name for line, name in self.parsed.module_calls if start <= line <= end))
+
+
+def _signature_continues(line: str) -> bool:
+    """Whether the body's first line also holds code before the body (a brace at the end of a signature)."""
+    stripped = line.strip()
+    return bool(stripped) and stripped[0] not in "{[(" and stripped.endswith(("{", "{{"))
+
+
+def _copy(chunk: Chunk) -> Chunk:
+    return copy.deepcopy(chunk)
+
+
+def chunk_code(path: str, parsed: ParsedFile, lines: list[str], settings: Settings) -> list[Chunk]:
+    """Draft chunks for a parsed source file; ``lines`` are its redacted lines."""
+    return _CodeChunker(path, parsed, lines, settings).run()

@@ -1,0 +1,84 @@
+"""Cutting text that is over the token budget into overlapping parts.
+
+Used by every chunker for oversize pieces and by the fallback line windows. Parts follow line boundaries, prefer the
+lines the caller marks as statement starts, repeat ``overlap`` lines of the previous part, and each part's text is
+counted exactly against ``max_tokens``: no part is ever over the budget. A single line over the budget is cut by
+characters (its parts keep that line's number).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from localidx import tokens
+
+
+@dataclass(frozen=True)
+class Part:
+    start: int  # index into the lines given, inclusive
+    end: int  # exclusive
+    text: str
+    overlap: int  # lines repeated from the previous part
+
+
+def _cut_line(line: str, max_tokens: int) -> list[str]:
+    pieces = []
+    rest = line
+    while rest:
+        size = min(len(rest), max_tokens * 8)
+        while size > 1 and not tokens.fits(rest[:size], max_tokens):
+            size = size * 3 // 4
+        pieces.append(rest[:size])
+        rest = rest[size:]
+    return pieces
+
+
+def split_lines(
+    lines: list[str],
+    max_tokens: int,
+    overlap: int,
+    preferred: set[int] | frozenset = frozenset(),
+    max_lines: int | None = None,
+) -> list[Part]:
+    """Cut ``lines`` into parts of at most ``max_tokens`` tokens each.
+
+    ``preferred`` holds indexes of lines where a cut reads well (a statement starts there); the cut moves back to the
+    latest such line in the second half of a part. ``overlap`` lines of each part are repeated at the start of the
+    next one, capped so that each part advances by at least a third of its length. ``max_lines`` caps a part's lines
+    (line windows of text files).
+    """
+    n = len(lines)
+    costs = tokens.count_many([line + "\n" for line in lines])
+    parts: list[Part] = []
+    i = 0
+    carried = 0
+    while i < n:
+        total = 0
+        j = i
+        limit = n if max_lines is None else min(n, i + max_lines)
+        while j < limit and total + costs[j] <= max_tokens:
+            total += costs[j]
+            j += 1
+        if j == i:
+            # One line alone is over the budget: cut it by characters.
+            for piece in _cut_line(lines[i], max_tokens):
+                parts.append(Part(i, i + 1, piece, 0))
+            i += 1
+            carried = 0
+            continue
+        if j < n:
+            floor = i + carried + max(1, (j - i - carried) // 2)
+            cut = next((k for k in range(j, floor - 1, -1) if k in preferred and k > i + carried), None)
+            if cut is not None:
+                j = cut
+        text = "\n".join(lines[i:j])
+        while j - i > 1 and not tokens.fits(text, max_tokens):
+            j -= 1
+            text = "\n".join(lines[i:j])
+        parts.append(Part(i, j, text, carried))
+        if j >= n:
+            break
+        # Each part moves at least a third of its length past the previous one, so small budgets still progress.
+        carried = min(overlap, (j - i) - max(1, -(-(j - i) // 3)))
+        i = j - carried
+    return parts

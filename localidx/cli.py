@@ -1,0 +1,171 @@
+"""The ``localidx`` command line: thin click commands over the library.
+
+Each command parses its arguments, calls one library function and prints. Heavy imports (tree-sitter, the chunker)
+happen inside the commands, so ``localidx --help`` and hook calls start fast. Errors a user can cause are
+``LocalidxError``s and print as one line with a non-zero exit; anything else is reported as an internal error
+(exit 3) with the traceback only under ``LOCALIDX_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from localidx import __version__
+from localidx.errors import INTERNAL_ERROR_EXIT, LocalidxError, UsageError
+
+
+def _settings(root: Path | None, **overrides):
+    from localidx.config import load_settings
+
+    return load_settings(root, overrides)
+
+
+def _repo_relative(root: Path, path: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        raise UsageError(f"{path} is outside the repository at {root}") from None
+
+
+def _echo_json(value) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="localidx")
+def cli() -> None:
+    """A local-first code indexer: chunk, index and search the repository you are in."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the chunk records as JSON.")
+@click.option("--max-tokens", type=int, default=None, help="Split chunks over this many tokens.")
+def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> None:
+    """Show how files are chunked: one line per chunk (lines, kind, tokens, symbol)."""
+    from localidx.chunk import chunk_file
+    from localidx.discover import find_root, read_source
+
+    for path in paths:
+        if not path.exists() and not path.is_symlink():
+            raise UsageError(f"{path}: no such file")
+        if path.is_dir():
+            raise UsageError(f"{path} is a directory; give files (or run `localidx index --dry-run {path}`)")
+    root, _in_git = find_root(Path.cwd())
+    settings = _settings(root, max_tokens=max_tokens)
+    records = []
+    for path in paths:
+        rel = _repo_relative(root, path)
+        _text, data, _bad = read_source(path)
+        result = chunk_file(rel, data, settings)
+        if result.skipped:
+            click.echo(f"{rel}: skipped ({result.skipped})", err=True)
+            continue
+        if as_json:
+            records.extend(c.to_dict() for c in result.chunks)
+            continue
+        click.echo(f"{rel}  ({result.language}, {len(result.chunks)} chunks)")
+        for c in result.chunks:
+            label = c.symbol or c.title
+            click.echo(f"  {rel}:{c.start_line}-{c.end_line}  {c.kind:<9} {c.token_count:>5} tok  {label}")
+    if as_json:
+        _echo_json(records)
+
+
+def _parse_kinds(value: str | None) -> set[str] | None:
+    if not value:
+        return None
+    from localidx.chunk.model import KINDS
+
+    kinds = {k.strip() for k in value.split(",") if k.strip()}
+    unknown = kinds - set(KINDS)
+    if unknown:
+        raise UsageError(f"unknown kind(s) {', '.join(sorted(unknown))}; known: {', '.join(KINDS)}")
+    return kinds
+
+
+@cli.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Report what indexing would do, writing nothing.")
+@click.option("--include-kinds", default=None, help="Count only these chunk kinds (comma-separated).")
+@click.option("--limit-files", type=click.IntRange(min=1), default=None, help="Stop after this many files.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--workers", type=click.IntRange(min=0), default=None, help="Processes to chunk with (0: every core).")
+def index(path: Path | None, dry_run: bool, include_kinds: str | None, limit_files: int | None, as_json: bool,
+          workers: int | None) -> None:
+    """Index the repository (or only PATH inside it)."""
+    from localidx.discover import find_root
+    from localidx.indexer import dry_run as run_dry
+
+    target = path or Path.cwd()
+    if not target.exists():
+        raise UsageError(f"{target}: no such file or directory")
+    root, _in_git = find_root(target if target.is_dir() else target.parent)
+    only = None if target.resolve() == root.resolve() else [_repo_relative(root, target)]
+    kinds = _parse_kinds(include_kinds)
+    settings = _settings(root, workers=workers)
+    if not dry_run:
+        raise UsageError("writing an index is not available in this version yet; run `localidx index --dry-run`")
+    report = run_dry(root, settings, only=only, include_kinds=kinds, limit_files=limit_files)
+    if as_json:
+        _echo_json(report.to_dict())
+        return
+    _print_dry_run(report)
+
+
+def _print_dry_run(report) -> None:
+    click.echo(f"Dry run of {report.root}{'' if report.in_git else ' (not a git repository)'}: nothing written")
+    click.echo(f"  files processed  {report.files_processed}  ({report.bytes / 1e6:.2f} MB, {report.symbols} symbols)")
+    click.echo(f"  files skipped    {report.files_skipped}")
+    for reason, count in report.skipped_by_reason.items():
+        click.echo(f"    {reason:<16} {count}")
+    click.echo(f"  chunks           {report.chunks}")
+    for kind, count in report.chunks_by_kind.items():
+        click.echo(f"    {kind:<16} {count}")
+    click.echo("  by language")
+    for language, count in report.chunks_by_language.items():
+        click.echo(f"    {language:<16} {count}")
+    if report.errors:
+        click.echo(f"  sentinel errors  {len(report.errors)}")
+        for err in report.errors[:20]:
+            click.echo(f"    {err['path']}: {err['reason']}")
+    if report.invalid_utf8_files:
+        click.echo(f"  invalid UTF-8 (bytes replaced): {len(report.invalid_utf8_files)} files")
+    if report.redactions:
+        click.echo(f"  secrets redacted {report.redactions}")
+    click.echo(f"  duration         {report.duration_s:.2f} s  ({report.files_per_s} files/s, {report.mb_per_s} MB/s)")
+    if report.skipped_files:
+        click.echo("  skipped files")
+        for item in report.skipped_files[:50]:
+            click.echo(f"    {item['path']}  ({item['reason']})")
+        if len(report.skipped_files) > 50:
+            click.echo(f"    ... and {len(report.skipped_files) - 50} more (--json lists all)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``localidx`` script: runs the CLI and turns errors into one line and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="localidx", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("localidx: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except LocalidxError as exc:
+        click.echo(f"localidx: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except (BrokenPipeError, KeyboardInterrupt):
+        sys.exit(130)
+    except Exception as exc:  # a bug: say so in one line, keep the traceback for LOCALIDX_DEBUG
+        if os.environ.get("LOCALIDX_DEBUG") == "1":
+            raise
+        click.echo(f"localidx: internal error: {type(exc).__name__}: {exc} (LOCALIDX_DEBUG=1 shows the traceback)",
+                   err=True)
+        sys.exit(INTERNAL_ERROR_EXIT)
+    sys.exit(0)

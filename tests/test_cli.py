@@ -1,0 +1,131 @@
+"""The CLI as a user meets it: real processes in real git repositories; bad input is one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+APP = (
+    '"""Users API."""\n'
+    "from flask import Flask\n\n"
+    "app = Flask(__name__)\n\n\n"
+    '@app.route("/users", methods=["GET"])\n'
+    "def list_users():\n"
+    '    """Every user, newest first, without their password hashes."""\n'
+    "    users = sorted(db.all_users(), key=lambda u: u.created_at, reverse=True)\n"
+    "    return [u.public_view() for u in users]\n"
+)
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "localidx", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, code: int = 2) -> str:
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def repo(make_repo):
+    return make_repo({
+        "app/api.py": APP,
+        "README.md": "# Users\n\nA small service.\n",
+        "package-lock.json": "{}\n",
+        "assets/logo.png": b"\x89PNG\r\n\x1a\n\x00\x00",
+        "config/settings.yaml": "server:\n  port: 8080\n",
+        ".env": "API_TOKEN=abc\n",
+    })
+
+
+def test_chunks_human_output_has_jumpable_locations(repo):
+    proc = run(repo / "app", "chunks", "api.py")
+    assert proc.returncode == 0, proc.stderr
+    assert "app/api.py:7-11" in proc.stdout and "function" in proc.stdout and "list_users" in proc.stdout
+
+
+def test_chunks_json_records_have_the_promised_fields(repo):
+    proc = run(repo, "chunks", "app/api.py", "--json")
+    assert proc.returncode == 0, proc.stderr
+    records = json.loads(proc.stdout)
+    fields = {"id", "path", "language", "kind", "symbol", "title", "parent_id", "level", "start_line", "end_line",
+              "text", "search_text", "token_count", "chunk_index", "overlap_lines", "span_hash", "content_hash", "tags"}
+    assert records and all(fields <= set(r) for r in records)
+    handler = next(r for r in records if r["symbol"] == "list_users")
+    assert handler["path"] == "app/api.py"
+    assert handler["tags"]["http_path"] == "/users" and handler["tags"]["http_method"] == "GET"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("chunks", "missing.py"), "no such file"),
+    (("chunks", "app"), "is a directory"),
+    (("index", "--dry-run", "nowhere"), "no such file"),
+    (("index", "--dry-run", "--include-kinds", "function,bogus"), "unknown kind"),
+])
+def test_bad_input_is_one_line_and_non_zero(repo, args, needle):
+    assert needle in assert_one_line_error(run(repo, *args))
+
+
+def test_bad_config_is_one_line_and_non_zero(repo):
+    (repo / ".localidx.toml").write_text("max_tokens = 'lots'\n")
+    line = assert_one_line_error(run(repo, "chunks", "app/api.py"))
+    assert "max_tokens" in line
+    (repo / ".localidx.toml").write_text("max_tokens = [\n")
+    assert "invalid TOML" in assert_one_line_error(run(repo, "chunks", "app/api.py"))
+
+
+def test_bad_env_value_is_one_line(repo):
+    proc = subprocess.run([sys.executable, "-m", "localidx", "chunks", "app/api.py"], cwd=repo, capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin", "LOCALIDX_MAX_TOKENS": "-5", "HOME": str(repo)})
+    assert "max_tokens" in assert_one_line_error(proc)
+
+
+def test_dry_run_reports_files_skips_and_chunks_writing_nothing(repo):
+    before = sorted(p.relative_to(repo) for p in repo.rglob("*") if ".git" not in p.parts)
+    proc = run(repo, "index", "--dry-run", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    skipped = {s["path"]: s["reason"] for s in report["skipped_files"]}
+    assert skipped == {"package-lock.json": "lock-file", "assets/logo.png": "binary", ".env": "secret-file"}
+    assert report["files_processed"] == 3
+    assert report["chunks_by_language"]["python"] >= 2
+    assert report["chunks_by_kind"]["heading"] == 1 and report["chunks_by_kind"]["summary"] >= 2
+    assert report["duration_s"] > 0
+    after = sorted(p.relative_to(repo) for p in repo.rglob("*") if ".git" not in p.parts)
+    assert before == after
+    human = run(repo, "index", "--dry-run")
+    assert "lock-file" in human.stdout and "package-lock.json" in human.stdout and "nothing written" in human.stdout
+
+
+def test_dry_run_filters(repo):
+    report = json.loads(run(repo, "index", "--dry-run", "--json", "--include-kinds", "function").stdout)
+    assert set(report["chunks_by_kind"]) == {"function"}
+    report = json.loads(run(repo, "index", "--dry-run", "--json", "--limit-files", "1").stdout)
+    assert report["files_processed"] == 1
+    report = json.loads(run(repo, "index", "--dry-run", "--json", "app").stdout)
+    assert report["files_processed"] == 1 and report["chunks_by_language"] == {"python": report["chunks"]}
+
+
+def test_dry_run_outside_git_honours_gitignore(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("def a():\n    return 1\n")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "gen.py").write_text("def gen():\n    return 2\n")
+    (tmp_path / ".gitignore").write_text("build/\n")
+    report = json.loads(run(tmp_path, "index", "--dry-run", "--json").stdout)
+    assert report["in_git"] is False
+    assert report["files_processed"] == 2  # src/a.py and .gitignore itself
+
+
+def test_help_and_version_are_fast_paths(repo):
+    assert run(repo, "--help").returncode == 0
+    proc = run(repo, "--version")
+    assert proc.returncode == 0 and "localidx" in proc.stdout

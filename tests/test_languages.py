@@ -1,0 +1,96 @@
+"""Every language fixture, chunked and compared with its golden file, plus the invariants every language keeps.
+
+A fixture is ``tests/fixtures/languages/<lang>/sample.<ext>`` with ``sample.<ext>.golden.json`` beside it. Goldens are
+rewritten only with ``pytest --update-goldens``; review the diff before committing one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from localidx import tokens
+from localidx.chunk import chunk_file
+from localidx.config import Settings
+from localidx.languages import LANGUAGES, language_for_path
+
+FIXTURES = Path(__file__).parent / "fixtures" / "languages"
+SAMPLES = sorted(p for p in FIXTURES.glob("*/sample.*") if not p.name.endswith(".golden.json"))
+SETTINGS = Settings(max_tokens=256)
+
+
+def _view(chunk) -> dict:
+    """The parts of a chunk a golden file pins: structure and facts, not the full text."""
+    tags = {k: chunk.tags[k] for k in ("http_method", "http_path", "is_api_endpoint", "has_async", "is_test", "priority")
+            if k in chunk.tags}
+    return {
+        "kind": chunk.kind,
+        "symbol": chunk.symbol,
+        "lines": [chunk.start_line, chunk.end_line],
+        "level": chunk.level,
+        "parent": chunk.parent,
+        "symbols": chunk.symbols,
+        "signature": chunk.signature,
+        "doc": chunk.doc[:80],
+        "calls": chunk.calls,
+        "chunk_index": chunk.chunk_index,
+        "head": chunk.text.splitlines()[0] if chunk.text else "",
+        "tags": tags,
+    }
+
+
+def _chunk(sample: Path):
+    rel = f"{sample.parent.name}/{sample.name}"
+    return chunk_file(rel, sample.read_bytes(), SETTINGS)
+
+
+def test_every_language_has_a_fixture():
+    covered = {language_for_path(p.name).name for p in SAMPLES if language_for_path(p.name)}
+    assert covered == set(LANGUAGES), f"languages without a fixture: {sorted(set(LANGUAGES) - covered)}"
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.parent.name)
+def test_golden(sample: Path, update_goldens: bool):
+    result = _chunk(sample)
+    view = [_view(c) for c in result.chunks]
+    golden = sample.with_name(sample.name + ".golden.json")
+    if update_goldens or not golden.exists():
+        golden.write_text(json.dumps(view, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        if not update_goldens:
+            pytest.fail(f"wrote missing golden {golden.name}; review it and run again")
+    assert view == json.loads(golden.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.parent.name)
+def test_invariants(sample: Path):
+    result = _chunk(sample)
+    assert not result.errors, result.errors
+    lines = sample.read_text(encoding="utf-8").split("\n")
+    # Nothing is lost: every non-blank line is inside some chunk and its text appears in one of them.
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        holders = [c for c in result.chunks if c.start_line <= n <= c.end_line and c.kind != "summary"]
+        assert holders, f"line {n} in no chunk: {line!r}"
+        assert any(line.strip() in c.text for c in holders), f"line {n} text in no chunk: {line!r}"
+    kinds = {c.kind for c in result.chunks}
+    assert kinds & {"function", "method"}, "a fixture must define functions or methods"
+    for c in result.chunks:
+        assert tokens.count(c.text) <= SETTINGS.max_tokens, f"{c.title} over max_tokens"
+        assert c.search_text.startswith("[META] File: ")
+        assert c.search_text.endswith(c.text)
+    # Class chunks are skeletons: no method body is stored twice.
+    methods = [c for c in result.chunks if c.kind == "method" and c.end_line - c.start_line >= 3]
+    skeletons = [c for c in result.chunks if c.kind in ("class", "struct", "impl", "trait", "interface", "enum")]
+    for m in methods:
+        body_line = m.text.splitlines()[-2].strip()
+        if len(body_line) > 12:
+            for s in skeletons:
+                if s.start_line <= m.start_line <= s.end_line:
+                    assert body_line not in s.text, f"{m.symbol} body repeated in skeleton {s.symbol}"
+    # Deterministic identity.
+    again = _chunk(sample)
+    assert [c.id for c in again.chunks] == [c.id for c in result.chunks]
+    assert len({c.id for c in result.chunks}) == len(result.chunks)
