@@ -5,8 +5,8 @@ from captures in ``languages/queries/<lang>-*.scm``; this module names no gramma
 
 - ``@definition.<kind>`` with ``@name`` (and optional ``@body``, ``@doc``) — a symbol; kinds outside ``SYMBOL_KINDS``
   are ignored. A function nested directly in a class-like symbol becomes a ``method``.
-- ``@doc`` before a definition — doc comments; only the run of comments adjacent to the definition is kept, and the
-  symbol then starts at the first of them so its comment travels with it.
+- ``@doc`` (and ``@decorator``) before a definition, in its pattern — doc comments and attributes; only the run
+  adjacent to the definition is kept, and the symbol then starts at the first of them so they travel with it.
 - ``@reference.call`` with ``@name`` — a call, attributed to the innermost symbol around it.
 - ``@import``, ``@decorator``, ``@doc.module`` — file and symbol facts for [META].
 - ``@route`` with ``@route.path`` (and optional ``@route.verb``, ``@route.method``, ``@route.handler``) — an HTTP
@@ -37,7 +37,12 @@ HTTP_METHODS = frozenset(("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTI
 # Route verbs across frameworks: GetMapping (Spring), HttpGet (ASP.NET), MapGet (minimal APIs), HandleFunc (Go).
 _VERB_AFFIXES = re.compile(r"^(?:http|map)(?=[A-Z])|(?:mapping|func|handler)$", re.IGNORECASE)
 
-_DOC_MARKERS = re.compile(r"^\s*(?:///?!?|/\*\*?|\*/|\*|#+|--|%)\s?", re.MULTILINE)
+_DOC_MARKERS = re.compile(r"^\s*(?:=begin|=end|///?!?|/\*\*?|\*/|\*|#+|--|%)\s?", re.MULTILINE)
+_XML_DOC_TAGS = re.compile(
+    r"</?(?:summary|remarks|returns|param|paramref|typeparam|typeparamref|see|seealso|para|c|code|example|exception|"
+    r"value|inheritdoc|list|item|description|term)\b[^>]*>"
+)
+_METHOD_IN_PATH = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS)\s+(?=/)")
 _DOC_TAIL = re.compile(r"\s*\*/\s*$")
 _QUOTES = re.compile(r"""^(?:[rRbBuUfF]{0,2})('''|\"\"\"|'|\"|`)(.*)\1$""", re.DOTALL)
 
@@ -89,15 +94,19 @@ def _end_line(node) -> int:
     return max(node.start_point[0] + 1, row if col == 0 else row + 1)
 
 
-def clean_doc(text: str) -> str:
-    """A docstring or doc comment without quotes and comment markers, whitespace collapsed per paragraph."""
-    text = text.strip()
-    quoted = _QUOTES.match(text)
-    if quoted:
-        text = quoted.group(2)
-    text = _DOC_TAIL.sub("", text)
-    text = _DOC_MARKERS.sub("", text)
-    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text)]
+def clean_doc(texts: str | list[str]) -> str:
+    """Docstrings or doc comments without quotes, comment markers and XML doc tags, whitespace collapsed per
+    paragraph; several comments (a run of ``//`` lines) are cleaned one by one and joined."""
+    cleaned = []
+    for text in [texts] if isinstance(texts, str) else texts:
+        text = text.strip()
+        quoted = _QUOTES.match(text)
+        if quoted:
+            text = quoted.group(2)
+        text = _DOC_TAIL.sub("", text)
+        text = _DOC_MARKERS.sub("", text)
+        cleaned.append(_XML_DOC_TAGS.sub("", text))
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", "\n".join(cleaned))]
     return "\n".join(p for p in paragraphs if p)[:1000]
 
 
@@ -147,8 +156,8 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
     except Exception as exc:  # a grammar that cannot load or crashes is a sentinel, not a stopped run
         raise ParseError(f"parser failed: {exc}") from exc
     root = tree.root_node
-    symbols_by_node: dict[tuple[int, int], Symbol] = {}
-    by_name_node: dict[int, Symbol] = {}
+    by_name_node: dict[int, Symbol] = {}  # one symbol per name node, however many patterns matched it
+    seen_nodes: set[tuple[int, int]] = set()
     calls: list[tuple[int, int, str]] = []
     decorators: list[tuple[int, str]] = []
     routes: list[tuple[int, int, Endpoint]] = []
@@ -161,7 +170,9 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
             kind = definition.split(".", 1)[1]
             if kind not in SYMBOL_KINDS or "name" not in caps:
                 continue
-            _add_symbol(caps, kind, definition, data, symbols_by_node, by_name_node)
+            _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes)
+            for node in caps.get("decorator", []):
+                decorators.append((node.start_byte, node.end_byte, node.text.decode("utf-8", "replace")))
         elif "reference.call" in caps and "name" in caps:
             node = caps["reference.call"][0]
             name = caps["name"][-1].text.decode("utf-8", "replace")
@@ -171,20 +182,25 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
             path = _strip_quotes(caps["route.path"][0].text.decode("utf-8", "replace"))
             verb = caps["route.verb"][0].text.decode() if "route.verb" in caps else ""
             methods = [_strip_quotes(n.text.decode()).upper() for n in caps.get("route.method", [])]
+            pattern_method = _METHOD_IN_PATH.match(path)
+            if pattern_method and not methods:
+                # Go 1.22 ServeMux patterns carry the method: "GET /healthz".
+                methods, path = [pattern_method.group(1)], path[pattern_method.end():]
             handler = caps["route.handler"][0].text.decode() if "route.handler" in caps else ""
             for method in methods or [normalize_verb(verb)]:
                 endpoint = Endpoint(method=method, path=path, handler=handler, line=node.start_point[0] + 1)
                 routes.append((node.start_byte, node.end_byte, endpoint))
         elif "import" in caps:
             for node in caps["import"]:
-                imports.append((node.start_point[0] + 1, _end_line(node), node.text.decode("utf-8", "replace")))
+                text = node.text.decode("utf-8", "replace").strip()
+                imports.append((node.start_point[0] + 1, _end_line(node), text))
         elif "decorator" in caps:
             node = caps["decorator"][0]
-            decorators.append((node.start_byte, node.text.decode("utf-8", "replace")))
+            decorators.append((node.start_byte, node.end_byte, node.text.decode("utf-8", "replace")))
         elif "doc.module" in caps and not module_doc:
-            module_doc = clean_doc(caps["doc.module"][0].text.decode("utf-8", "replace"))
+            module_doc = clean_doc([n.text.decode("utf-8", "replace") for n in caps["doc.module"]])
 
-    symbols = sorted(symbols_by_node.values(), key=lambda s: (s.start_byte, -s.end_byte))
+    symbols = sorted(by_name_node.values(), key=lambda s: (s.start_byte, -s.end_byte))
     _nest(symbols)
     starts = [s.start_byte for s in symbols]
     module_calls = []
@@ -194,8 +210,8 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
             symbols[owner].calls.append(name)
         else:
             module_calls.append((line, name))
-    for offset, text in decorators:
-        owner = _innermost(symbols, starts, offset)
+    for start, end, text in dict.fromkeys(decorators):
+        owner = _innermost(symbols, starts, start)
         if owner is not None:
             symbols[owner].decorators.append(" ".join(text.split()))
     endpoints = _place_routes(symbols, starts, routes)
@@ -213,7 +229,7 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
     )
 
 
-def _add_symbol(caps, kind, definition, data, symbols_by_node, by_name_node) -> None:
+def _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes) -> None:
     node = caps[definition][0]
     name_node = caps["name"][0]
     body = caps.get("body", [None])[0]
@@ -231,51 +247,58 @@ def _add_symbol(caps, kind, definition, data, symbols_by_node, by_name_node) -> 
         sym.body_end_line = _end_line(body)
         sym.split_lines = sorted({child.start_point[0] + 1 for child in body.named_children})
     sym.signature = _signature(data, name_node, body, node)
-    _attach_docs(sym, caps.get("doc", []), node)
-    # The same definition is often matched twice (a decorated wrapper and the bare definition): keep the widest
-    # range and the richest facts under one name node.
+    _attach_leading(sym, caps.get("doc", []), caps.get("decorator", []), node)
     twin = by_name_node.get(name_node.start_byte)
-    if twin is not None:
-        wide, narrow = (twin, sym) if twin.end_byte - twin.start_byte >= sym.end_byte - sym.start_byte else (sym, twin)
-        if wide.body_start_line is None:
-            wide.body_start_line, wide.body_end_line, wide.split_lines = (
-                narrow.body_start_line,
-                narrow.body_end_line,
-                narrow.split_lines,
-            )
-        wide.doc = wide.doc or narrow.doc
-        if wide.kind == "function" and narrow.kind != "function":
-            wide.kind = narrow.kind
-        symbols_by_node.pop((twin.start_byte, twin.end_byte), None)
-        symbols_by_node[(wide.start_byte, wide.end_byte)] = wide
-        by_name_node[name_node.start_byte] = wide
+    if twin is None:
+        if (node.start_byte, node.end_byte) in seen_nodes:
+            return  # one node matched under two names: the first pattern in the query file wins
+        seen_nodes.add((node.start_byte, node.end_byte))
+        by_name_node[name_node.start_byte] = sym
         return
-    if (node.start_byte, node.end_byte) in symbols_by_node:
-        return  # two patterns matched one node: the first pattern in the query file wins
-    symbols_by_node[(node.start_byte, node.end_byte)] = sym
-    by_name_node[name_node.start_byte] = sym
+    # The same definition matched twice (a decorated wrapper and the bare definition, an export and a plain
+    # pattern): keep the widest range and the richest facts under its one name node.
+    wide, narrow = (twin, sym) if twin.end_byte - twin.start_byte >= sym.end_byte - sym.start_byte else (sym, twin)
+    if wide.body_start_line is None:
+        wide.body_start_line, wide.body_end_line = narrow.body_start_line, narrow.body_end_line
+        wide.split_lines = narrow.split_lines
+    wide.doc = wide.doc or narrow.doc
+    wide.signature = wide.signature or narrow.signature
+    if wide.kind == "function" and narrow.kind != "function":
+        wide.kind = narrow.kind
+    seen_nodes.add((node.start_byte, node.end_byte))
+    by_name_node[name_node.start_byte] = wide
 
 
 def _signature(data: bytes, name_node, body, node) -> str:
-    # From the start of the line that names the symbol to where its body begins (or the end of that line).
+    # From the start of the line that names the symbol to the last token before its body (comments between them are
+    # not signature); without a body, or with a body before the name (typedef struct {...} t), the naming line.
     line_start = data.rfind(b"\n", 0, name_node.start_byte) + 1
     line_start = max(line_start, node.start_byte)
     if body is not None and body.start_byte > name_node.start_byte:
-        end = body.start_byte
+        before = body.prev_sibling
+        while before is not None and before.is_extra:
+            before = before.prev_sibling
+        end = before.end_byte if before is not None and before.end_byte > name_node.start_byte else body.start_byte
     else:
-        end = data.find(b"\n", name_node.end_byte)
+        if body is not None:
+            line_start = node.start_byte
+        end = data.find(b"\n", max(name_node.end_byte, line_start))
         end = node.end_byte if end == -1 else min(end, node.end_byte)
     text = " ".join(data[line_start:end].decode("utf-8", "replace").split())
     return text.rstrip("{:= ").strip()[:300]
 
 
-def _attach_docs(sym: Symbol, doc_nodes, node) -> None:
+def _attach_leading(sym: Symbol, doc_nodes, decorator_nodes, node) -> None:
+    """Give the symbol the doc comments (and decorators/attributes) written just above it.
+
+    Only the run of such nodes that ends on the line just above the definition belongs to it; the symbol then starts
+    at the first of them, so its comment and attributes travel with its chunk."""
     inside = [n for n in doc_nodes if n.start_byte >= node.start_byte]
-    before = sorted((n for n in doc_nodes if n.end_byte <= node.start_byte), key=lambda n: n.start_byte)
-    # Only the run of comments that ends on the line just above the definition documents it.
+    leading = sorted((n for n in [*doc_nodes, *decorator_nodes] if n.end_byte <= node.start_byte),
+                     key=lambda n: n.start_byte)
     run = []
     next_line = sym.start_line
-    for n in reversed(before):
+    for n in reversed(leading):
         if _end_line(n) < next_line - 1:
             break
         run.insert(0, n)
@@ -283,9 +306,10 @@ def _attach_docs(sym: Symbol, doc_nodes, node) -> None:
     if run:
         sym.start_line = run[0].start_point[0] + 1
         sym.start_byte = run[0].start_byte
-    texts = [n.text.decode("utf-8", "replace") for n in run + inside]
+    doc_ids = {(n.start_byte, n.end_byte) for n in doc_nodes}
+    texts = [n.text.decode("utf-8", "replace") for n in run + inside if (n.start_byte, n.end_byte) in doc_ids]
     if texts:
-        sym.doc = clean_doc("\n".join(texts))
+        sym.doc = clean_doc(texts)
 
 
 def _nest(symbols: list[Symbol]) -> None:
@@ -318,9 +342,10 @@ def _place_routes(symbols, starts, routes) -> list[Endpoint]:
         by_name.setdefault(sym.name, i)
     found = []
     for start, _end, endpoint in routes:
-        owner = _innermost(symbols, starts, start)
-        if owner is None and endpoint.handler:
-            owner = by_name.get(endpoint.handler.rsplit(".", 1)[-1])
+        # A handler named in the route wins (routes registered in a setup function); else the symbol around it.
+        owner = by_name.get(endpoint.handler.rsplit(".", 1)[-1]) if endpoint.handler else None
+        if owner is None:
+            owner = _innermost(symbols, starts, start)
         if owner is not None:
             symbols[owner].endpoints.append(endpoint)
             endpoint.handler = symbols[owner].qualified

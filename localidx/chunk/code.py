@@ -106,18 +106,14 @@ class _CodeChunker:
         return _Unit(sym.start_line, sym.end_line, index, text_lines, numbers, skeleton=True)
 
     def _body_span(self, sym: Symbol) -> tuple[int, int]:
-        """The lines of a member that its class skeleton leaves out."""
-        if sym.is_container and sym.children:
-            # A nested class keeps its own header in the parent's skeleton; its members go to its own skeleton.
-            first = (sym.body_start_line or sym.name_line + 1)
-        elif sym.body_start_line is None:
-            first = sym.name_line + 1
-        else:
-            first = sym.body_start_line
-            line = self.lines[first - 1]
-            # A body that opens on the signature line (`void f() {`) keeps that line; one on its own line does not.
-            if first == sym.name_line or _signature_continues(line):
-                first += 1
+        """The lines of a member that its parent's skeleton leaves out.
+
+        A nested class-like member keeps its header in the parent's skeleton (its members go to its own skeleton).
+        A body that opens on a line holding code before it (``void f() {``, ``class A {``) keeps that line; a body
+        on lines of its own (Python blocks, Allman braces) is elided whole."""
+        first = sym.body_start_line if sym.body_start_line is not None else sym.name_line + 1
+        if sym.body_start_line is not None and (first == sym.name_line or _signature_continues(self.lines[first - 1])):
+            first += 1
         return first, sym.end_line
 
     # -- chunks --------------------------------------------------------------------------------------------------

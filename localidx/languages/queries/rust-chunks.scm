@@ -1,0 +1,98 @@
+; Captures for chunking and [META] beyond the tags convention.
+
+; The crate or module doc: `//!` comments at the top of the file.
+(source_file . (line_comment inner: (inner_doc_comment_marker))+ @doc.module)
+(source_file . (block_comment inner: (inner_doc_comment_marker)) @doc.module)
+
+[(use_declaration) (extern_crate_declaration)] @import
+
+(attribute_item) @decorator
+
+; actix-web / rocket: #[get("/accounts/{id}")] on the handler. The route is captured on the function itself (its
+; attributes are siblings before it), so the handler gets the endpoint.
+((attribute_item
+  (attribute
+    [
+      (identifier) @route.verb
+      (scoped_identifier name: (identifier) @route.verb)
+    ]
+    arguments: (token_tree . (string_literal) @route.path)))
+  .
+  (attribute_item)*
+  .
+  (function_item name: (identifier) @route.handler) @route
+  (#match? @route.verb "^(get|post|put|patch|delete|head|options|route)$"))
+
+; axum: Router::new().route("/users", get(list_users)). In these `.route(...)` patterns @route is the argument list,
+; so an endpoint's line is the line of its `.route(` in a method chain.
+((call_expression
+  function: (field_expression field: (field_identifier) @_route)
+  arguments: (arguments
+    .
+    (string_literal) @route.path
+    .
+    (call_expression
+      function: [
+        (identifier) @route.verb
+        (scoped_identifier name: (identifier) @route.verb)
+      ]
+      arguments: (arguments
+        .
+        [
+          (identifier) @route.handler
+          (scoped_identifier name: (identifier) @route.handler)
+        ]
+        .))
+    .) @route)
+  (#eq? @_route "route")
+  (#match? @route.verb "^(get|post|put|patch|delete|head|options|any)$"))
+
+; actix-web: App::new().route("/health", web::get().to(health::live))
+((call_expression
+  function: (field_expression field: (field_identifier) @_route)
+  arguments: (arguments
+    .
+    (string_literal) @route.path
+    .
+    (call_expression
+      function: (field_expression
+        value: (call_expression
+          function: [
+            (identifier) @route.verb
+            (scoped_identifier name: (identifier) @route.verb)
+          ])
+        field: (field_identifier) @_to)
+      arguments: (arguments
+        .
+        [
+          (identifier) @route.handler
+          (scoped_identifier name: (identifier) @route.handler)
+        ]
+        .))
+    .) @route)
+  (#eq? @_route "route")
+  (#eq? @_to "to")
+  (#match? @route.verb "^(get|post|put|patch|delete|head|options|method)$"))
+
+; axum with two method routers: .route("/users", get(list_users).post(create_user)): both methods, the first handler.
+((call_expression
+  function: (field_expression field: (field_identifier) @_route)
+  arguments: (arguments
+    .
+    (string_literal) @route.path
+    .
+    (call_expression
+      function: (field_expression
+        value: (call_expression
+          function: (identifier) @route.method
+          arguments: (arguments
+            .
+            [
+              (identifier) @route.handler
+              (scoped_identifier name: (identifier) @route.handler)
+            ]
+            .))
+        field: (field_identifier) @route.method))
+    .) @route)
+  (#eq? @_route "route")
+  (#match? @route.method "^(get|post|put|patch|delete|head|options|any)$"))
