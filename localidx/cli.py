@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -89,33 +90,114 @@ def _parse_kinds(value: str | None) -> set[str] | None:
     return kinds
 
 
+class _Progress:
+    """Renders the indexer's progress events on stderr: one rewritten line on a terminal, phase lines otherwise."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.started = time.monotonic()
+        self._last = ""
+
+    def _show(self, text: str, final: bool = False) -> None:
+        if self.quiet:
+            return
+        if self.tty:
+            click.echo(f"\r{text:<78}", err=True, nl=final)
+        elif final:
+            click.echo(text, err=True)
+
+    def __call__(self, event: str, **data) -> None:
+        if event == "scan":
+            self._show(f"{data['files']} files, {data['changed']} to chunk, {data['deleted']} deleted", final=True)
+        elif event == "chunk":
+            done, total = data["done"], data["total"]
+            self._show(f"chunking {done}/{total} files", final=done == total)
+        elif event == "written":
+            self._show(f"{data['chunks']} chunks written: searchable now (BM25)", final=True)
+        elif event == "embed":
+            done, total, rate = data["done"], data["total"], data["rate"]
+            eta = f", ETA {int((total - done) / rate)} s" if rate > 0 and done < total else ""
+            self._show(f"embedding {done}/{total} chunks ({rate:.1f}/s{eta})", final=done == total)
+
+
 @cli.command()
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Report what indexing would do, writing nothing.")
-@click.option("--include-kinds", default=None, help="Count only these chunk kinds (comma-separated).")
-@click.option("--limit-files", type=click.IntRange(min=1), default=None, help="Stop after this many files.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--rebuild", is_flag=True, help="Drop this work tree's index and build it again.")
+@click.option("--no-embed", is_flag=True, help="Write chunks (BM25 works) and leave embedding for a later run.")
+@click.option("--wait", "wait_s", type=float, default=0.0, help="Seconds to wait for another indexer to finish.")
+@click.option("--include-kinds", default=None, help="Dry run: count only these chunk kinds (comma-separated).")
+@click.option("--limit-files", type=click.IntRange(min=1), default=None, help="Dry run: stop after this many files.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run's record (or the dry-run report) as JSON.")
 @click.option("--workers", type=click.IntRange(min=0), default=None, help="Processes to chunk with (0: every core).")
-def index(path: Path | None, dry_run: bool, include_kinds: str | None, limit_files: int | None, as_json: bool,
-          workers: int | None) -> None:
-    """Index the repository (or only PATH inside it)."""
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_s: float, include_kinds: str | None,
+          limit_files: int | None, as_json: bool, workers: int | None, quiet: bool) -> None:
+    """Index the repository (or only PATH inside it): chunk what changed, embed what is new."""
     from localidx.discover import find_root
     from localidx.indexer import dry_run as run_dry
+    from localidx.indexer import run_index
 
     target = path or Path.cwd()
     if not target.exists():
         raise UsageError(f"{target}: no such file or directory")
-    root, _in_git = find_root(target if target.is_dir() else target.parent)
+    root, in_git = find_root(target if target.is_dir() else target.parent)
     only = None if target.resolve() == root.resolve() else [_repo_relative(root, target)]
     kinds = _parse_kinds(include_kinds)
     settings = _settings(root, workers=workers)
-    if not dry_run:
-        raise UsageError("writing an index is not available in this version yet; run `localidx index --dry-run`")
-    report = run_dry(root, settings, only=only, include_kinds=kinds, limit_files=limit_files)
-    if as_json:
-        _echo_json(report.to_dict())
+    if dry_run:
+        report = run_dry(root, settings, only=only, include_kinds=kinds, limit_files=limit_files)
+        _echo_json(report.to_dict()) if as_json else _print_dry_run(report)
         return
-    _print_dry_run(report)
+    if kinds or limit_files:
+        raise UsageError("--include-kinds and --limit-files only apply to --dry-run")
+    stats = run_index(root, in_git, settings, only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s,
+                      progress=_Progress(quiet or as_json))
+    if as_json:
+        _echo_json(stats.to_dict())
+        return
+    click.echo(f"indexed {root}: {stats.files_processed} files chunked, {stats.files_unchanged} unchanged, "
+               f"{stats.files_deleted} deleted, {stats.files_skipped} skipped")
+    click.echo(f"  chunks: {stats.chunks_written} written, {stats.chunks_deleted} deleted, {stats.chunks_embedded} "
+               f"embedded, {stats.chunks_reused} vectors reused, {stats.chunks_pending} waiting for vectors")
+    click.echo(f"  {stats.duration_s:.2f} s (write {stats.write_s:.2f} s, embed {stats.embed_s:.2f} s"
+               f"{f', {stats.rate} chunks/s' if stats.rate else ''})")
+    for err in stats.errors[:10]:
+        click.echo(f"  sentinel: {err['path']}: {err['reason']}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status(as_json: bool) -> None:
+    """Where the index is, what it holds, and whether it is up to date (READY, STALE, EMPTY, INDEXING)."""
+    from localidx.discover import find_root
+    from localidx.status import index_status
+
+    root, in_git = find_root(Path.cwd())
+    report = index_status(root, in_git, _settings(root))
+    if as_json:
+        _echo_json(report)
+        return
+    click.echo(f"{report['state']}  {root}")
+    click.echo(f"  index   {report['index']}")
+    click.echo(f"  model   {report['model']}")
+    click.echo(f"  files   {report['files']}   chunks {report['chunks']}   "
+               f"embedded {report['chunks_with_vectors']} ({100 * report['embedding_progress']:.0f}%)")
+    for title, key in (("kinds", "chunks_by_kind"), ("languages", "chunks_by_language")):
+        if report[key]:
+            click.echo(f"  {title:<7} " + ", ".join(f"{k} {v}" for k, v in report[key].items()))
+    if report["changed_files"] or report["deleted_files"]:
+        click.echo(f"  changed since indexed: {len(report['changed_files'])} files, "
+                   f"deleted: {len(report['deleted_files'])} (run `localidx index`)")
+    run = report["last_run"]
+    if run:
+        click.echo(f"  last run: {run['files_processed']} files chunked, {run['chunks_embedded']} embedded, "
+                   f"{run['duration_s']} s")
+    for err in report["errors"][:20]:
+        click.echo(f"  error  {err['path']}:{err['lines'][0]}-{err['lines'][1]}  {err['reason']}")
+    if report["state"] == "EMPTY":
+        click.echo("  nothing indexed yet: run `localidx index`")
 
 
 def _print_dry_run(report) -> None:

@@ -38,7 +38,11 @@ class Settings:
     parse_timeout_s: float = 5.0
     # Workers for chunking a whole repository; 0 = every core.
     workers: int = 0
-    embed_model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    # Index and embeddings.
+    home: str = ""  # the state dir; default: <git common dir>/localidx, or a per-user dir outside git
+    embed_model: str = "sentence-transformers/all-MiniLM-L6-v2"  # "fake" selects the test hasher
+    embed_threads: int = 0  # ONNX Runtime threads; 0: its default (every core)
+    write_batch_rows: int = 2000  # rows per LanceDB commit while indexing
 
     def replace(self, **changes) -> "Settings":
         return dataclasses.replace(self, **changes)

@@ -1,0 +1,421 @@
+"""The indexer: the single writer of an index. Discovered files -> chunks (every core) -> rows -> vectors.
+
+``run_index`` holds the work tree's write lock for its whole run and is the only code that mutates the store:
+
+1. Compare the discovered files with the catalog (stat first, git blob id when the stat changed): only files whose
+   content changed are chunked; files gone (deleted, now ignored or skipped) lose their rows.
+2. Chunk the changed files on every core; write their rows in batches, one LanceDB commit per batch (a file is never
+   half old and half new), then record them in the catalog. Rows whose embedding key is in the vector cache get
+   their vector at once; the rest are written without one. The full-text index is updated: BM25 search works now.
+3. Fill the missing vectors, highest priority first, embedding only text the cache has never seen.
+
+A run killed at any point leaves rows the catalog vouches for, plus at most some rows it does not: the next run
+removes those (``dirty`` marker) and redoes what is missing. ``dry_run`` chunks the same way and writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from localidx.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FileSummary:
+    """What one worker reports about one file (small, so that it crosses process boundaries cheaply)."""
+
+    path: str
+    language: str = ""
+    skipped: str | None = None
+    chunks_by_kind: dict = field(default_factory=dict)
+    symbols: int = 0
+    size: int = 0
+    errors: list = field(default_factory=list)
+    invalid_utf8: bool = False
+    redactions: int = 0
+
+
+@dataclass
+class DryRunReport:
+    root: str
+    in_git: bool
+    files_processed: int = 0
+    files_skipped: int = 0
+    skipped_by_reason: dict = field(default_factory=dict)
+    skipped_files: list = field(default_factory=list)  # [{"path", "reason"}]
+    chunks: int = 0
+    chunks_by_kind: dict = field(default_factory=dict)
+    chunks_by_language: dict = field(default_factory=dict)
+    symbols: int = 0
+    bytes: int = 0
+    errors: list = field(default_factory=list)  # [{"path", "reason"}]
+    invalid_utf8_files: list = field(default_factory=list)
+    redactions: int = 0
+    duration_s: float = 0.0
+    files_per_s: float = 0.0
+    mb_per_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _workers(settings: Settings) -> int:
+    if settings.workers:
+        return settings.workers
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _summarize(job: tuple[str, str, Settings, frozenset | None]) -> FileSummary:
+    from localidx.chunk import chunk_file
+    from localidx.discover import read_source
+    from localidx.errors import LocalidxError
+
+    path, abs_path, settings, kinds = job
+    try:
+        _text, data, _bad = read_source(Path(abs_path))
+    except LocalidxError:
+        return FileSummary(path=path, skipped="unreadable")
+    result = chunk_file(path, data, settings)
+    counts = Counter(c.kind for c in result.chunks if kinds is None or c.kind in kinds)
+    return FileSummary(path=path, language=result.language, skipped=result.skipped, chunks_by_kind=dict(counts),
+                       symbols=result.symbols, size=len(data), errors=result.errors,
+                       invalid_utf8=result.invalid_utf8, redactions=result.redactions)
+
+
+def map_files(func, jobs: list, workers: int) -> Iterator:
+    """``func`` over ``jobs`` on ``workers`` processes (in this process when 1), results in job order."""
+    if workers <= 1 or len(jobs) < 8:
+        yield from map(func, jobs)
+        return
+    import multiprocessing
+
+    # fork: workers inherit the loaded grammars and settings instead of re-importing them.
+    context = multiprocessing.get_context("fork")
+    with context.Pool(workers) as pool:
+        yield from pool.imap(func, jobs, chunksize=8)
+
+
+def dry_run(root: Path, settings: Settings, only: list[str] | None = None, include_kinds: set[str] | None = None,
+            limit_files: int | None = None) -> DryRunReport:
+    """Walk the repository and chunk every file as indexing would, writing nothing."""
+    from localidx.discover import discover
+
+    started = time.perf_counter()
+    found = discover(root, settings, only=only)
+    files = found.files[:limit_files] if limit_files is not None else found.files
+    report = DryRunReport(root=str(found.root), in_git=found.in_git)
+    skipped = [(s.path, s.reason) for s in found.skipped]
+    kinds = frozenset(include_kinds) if include_kinds else None
+    jobs = [(f.path, str(f.abs_path), settings, kinds) for f in files]
+    by_kind: Counter = Counter()
+    by_language: Counter = Counter()
+    for summary in map_files(_summarize, jobs, _workers(settings)):
+        if summary.skipped:
+            skipped.append((summary.path, summary.skipped))
+            continue
+        report.files_processed += 1
+        report.bytes += summary.size
+        report.symbols += summary.symbols
+        report.redactions += summary.redactions
+        by_kind.update(summary.chunks_by_kind)
+        by_language[summary.language] += sum(summary.chunks_by_kind.values())
+        report.errors.extend({"path": summary.path, "reason": r} for r in summary.errors)
+        if summary.invalid_utf8:
+            report.invalid_utf8_files.append(summary.path)
+    report.files_skipped = len(skipped)
+    report.skipped_files = [{"path": p, "reason": r} for p, r in sorted(skipped)]
+    report.skipped_by_reason = dict(Counter(r for _p, r in skipped).most_common())
+    report.chunks_by_kind = dict(by_kind.most_common())
+    report.chunks_by_language = dict(by_language.most_common())
+    report.chunks = sum(by_kind.values())
+    report.duration_s = round(time.perf_counter() - started, 3)
+    elapsed = max(report.duration_s, 1e-9)
+    report.files_per_s = round(report.files_processed / elapsed, 1)
+    report.mb_per_s = round(report.bytes / 1e6 / elapsed, 2)
+    return report
+
+
+# -- the write path -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunStats:
+    """The record of one indexing run (``localidx index --json`` prints it)."""
+
+    files_processed: int = 0  # chunked this run
+    files_unchanged: int = 0
+    files_skipped: int = 0
+    files_deleted: int = 0
+    chunks_written: int = 0
+    chunks_embedded: int = 0  # sent through the model this run
+    chunks_reused: int = 0  # vector found in the cache
+    chunks_deleted: int = 0
+    chunks_pending: int = 0  # still without a vector (the run was stopped, or embedding was deferred)
+    duration_s: float = 0.0
+    write_s: float = 0.0
+    embed_s: float = 0.0
+    rate: float = 0.0  # chunks embedded per second of embedding
+    model: str = ""
+    rebuilt: bool = False
+    started_at: float = 0.0
+    errors: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Index:
+    """An opened index: where it lives, its catalog and its tables."""
+
+    paths: "object"
+    settings: Settings
+    catalog: "object"
+    store: "object"
+    embedder: "object"
+
+    def close(self) -> None:
+        self.catalog.close()
+
+
+def open_index(root: Path, in_git: bool, settings: Settings, read_only: bool = False) -> Index:
+    """Open (or, for writing, create) the index of the work tree at ``root``."""
+    from localidx.embed import get_embedder
+    from localidx.store.catalog import Catalog
+    from localidx.store.lance import ChunkStore
+    from localidx.store.paths import index_paths
+
+    paths = index_paths(root, in_git, settings.home)
+    embedder = get_embedder(settings.embed_model, threads=settings.embed_threads or None)
+    store = ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only)
+    catalog = Catalog(paths.catalog, create=not read_only)
+    return Index(paths=paths, settings=settings, catalog=catalog, store=store, embedder=embedder)
+
+
+def embed_key(model_id: str, search_text: str) -> str:
+    """The embedding cache key: the model, the [META] version and the exact text the model reads."""
+    import hashlib
+
+    from localidx.embed import embedding_input
+    from localidx.enrich import META_VERSION
+
+    material = f"{model_id}\0{META_VERSION}\0{embedding_input(search_text)}"
+    return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _row(chunk, file_hash: str, model_id: str) -> dict:
+    import json
+
+    from localidx.enrich import identifier_words
+
+    words = " ".join(identifier_words(chunk.text, limit=400))
+    return {
+        "id": chunk.id, "path": chunk.path, "language": chunk.language, "kind": chunk.kind,
+        "symbol": chunk.symbol, "name": chunk.name, "title": chunk.title, "parent": chunk.parent,
+        "parent_id": chunk.parent_id or "", "level": chunk.level, "start_line": chunk.start_line,
+        "end_line": chunk.end_line, "chunk_index": chunk.chunk_index, "overlap_lines": chunk.overlap_lines,
+        "token_count": chunk.token_count, "priority": int(chunk.tags.get("priority", 0)),
+        "signature": chunk.signature, "doc": chunk.doc, "text": chunk.text, "search_text": chunk.search_text,
+        # BM25 reads the search text plus every identifier split into words: "verify token" finds verifyToken.
+        "bm25_text": f"{chunk.search_text}\n{words}", "calls": chunk.calls, "symbols": chunk.symbols,
+        "tags": json.dumps(chunk.tags, sort_keys=True), "content_hash": chunk.content_hash,
+        "span_hash": chunk.span_hash, "file_hash": file_hash, "embed_key": embed_key(model_id, chunk.search_text),
+        "vector": None,
+    }
+
+
+def _chunk_job(job: tuple[str, str, str, Settings]):
+    """Worker: read, hash and (when the content changed) chunk one file.
+
+    Returns (path, (mtime_ns, size), blob id, FileChunks or None when the content is what the catalog has, skip
+    reason or None)."""
+    import pygit2
+
+    from localidx.chunk import chunk_file
+    from localidx.discover import read_source
+    from localidx.errors import LocalidxError
+
+    path, abs_path, known_hash, settings = job
+    try:
+        st = os.stat(abs_path)
+        _text, data, _bad = read_source(Path(abs_path))
+    except (OSError, LocalidxError):
+        return path, None, "", None, "unreadable"
+    blob = str(pygit2.hash(data))
+    if blob == known_hash:
+        return path, (st.st_mtime_ns, st.st_size), blob, None, None
+    result = chunk_file(path, data, settings)
+    return path, (st.st_mtime_ns, st.st_size), blob, result, result.skipped
+
+
+def _within(path: str, only: list[str] | None) -> bool:
+    return only is None or any(path == o or path.startswith(o.rstrip("/") + "/") for o in only)
+
+
+def run_index(root: Path, in_git: bool, settings: Settings, only: list[str] | None = None, rebuild: bool = False,
+              embed: bool = True, wait_s: float = 0.0, progress=None) -> RunStats:
+    """Bring the index of the work tree at ``root`` up to date (see the module docstring)."""
+    from localidx.lock import WriteLock
+    from localidx.store.paths import index_paths
+
+    lock_path = index_paths(root, in_git, settings.home).lock
+    with WriteLock(lock_path, wait_s=wait_s):
+        index = open_index(root, in_git, settings)
+        try:
+            return _run(index, root, settings, only, rebuild, embed, progress or (lambda *a, **k: None))
+        finally:
+            index.close()
+
+
+def _run(index: Index, root: Path, settings: Settings, only, rebuild, embed, progress) -> RunStats:
+    from localidx.discover import discover
+    from localidx.store.catalog import FileRecord
+
+    stats = RunStats(model=index.embedder.model_id, started_at=time.time())
+    started = time.perf_counter()
+    store, catalog = index.store, index.catalog
+    # A rebuild, a new model or schema (a new table name), or a catalog that vouches for nothing: start empty.
+    stats.rebuilt = catalog.bind(store.table_name, force=rebuild) or rebuild
+    if stats.rebuilt or catalog.count() == 0:
+        store.drop()
+    store.drop_other_tables(index.paths.worktree_key)
+    if catalog.dirty:
+        # The last run died: rows of paths the catalog does not know may exist. Remove them first.
+        orphans = sorted(store.indexed_paths() - set(catalog.files()))
+        log.info("previous run was interrupted; removing rows of %d unrecorded paths", len(orphans))
+        store.delete_paths(orphans)
+    catalog.set_dirty(True)
+
+    found = discover(root, settings, only=only)
+    records = catalog.files()
+    listed = {f.path for f in found.files}
+    stats.files_skipped = len(found.skipped)
+    gone = [p for p in records if _within(p, only) and p not in listed]
+    candidates = []
+    for f in found.files:
+        rec = records.get(f.path)
+        try:
+            st = os.stat(f.abs_path)
+        except OSError:
+            continue
+        if rec is not None and rec.mtime_ns == st.st_mtime_ns and rec.size == st.st_size:
+            stats.files_unchanged += 1
+            continue
+        candidates.append((f.path, str(f.abs_path), rec.file_hash if rec else "", settings))
+    progress("scan", files=len(found.files), changed=len(candidates), deleted=len(gone))
+
+    batch_paths: list[str] = []
+    batch_rows: list[dict] = []
+    batch_records: list = []
+
+    def flush() -> None:
+        if not batch_paths:
+            return
+        cached = store.cache_get([r["embed_key"] for r in batch_rows])
+        for row in batch_rows:
+            row["vector"] = cached.get(row["embed_key"])
+        stats.chunks_reused += sum(1 for r in batch_rows if r["vector"] is not None)
+        store.replace_files(list(batch_paths), list(batch_rows))
+        catalog.put(list(batch_records))
+        stats.chunks_written += len(batch_rows)
+        batch_paths.clear()
+        batch_rows.clear()
+        batch_records.clear()
+
+    write_started = time.perf_counter()
+    done = 0
+    for path, st, blob, result, reason in map_files(_chunk_job, candidates, _workers(settings)):
+        done += 1
+        progress("chunk", done=done, total=len(candidates), path=path)
+        rec = records.get(path)
+        if reason:
+            stats.files_skipped += 1
+            if rec is not None:
+                gone.append(path)
+            continue
+        if result is None:
+            catalog.touch(path, *st)  # same content, new stat (a touch, a checkout back and forth)
+            stats.files_unchanged += 1
+            continue
+        stats.files_processed += 1
+        stats.errors.extend({"path": path, "reason": r} for r in result.errors)
+        if rec is not None:
+            stats.chunks_deleted += len(set(rec.chunk_ids) - {c.id for c in result.chunks})
+        batch_paths.append(path)
+        batch_rows.extend(_row(c, blob, index.embedder.model_id) for c in result.chunks)
+        batch_records.append(FileRecord(path, blob, st[0], st[1], result.language, [c.id for c in result.chunks], 0))
+        if len(batch_rows) >= settings.write_batch_rows:
+            flush()
+    flush()
+    if gone:
+        store.delete_paths(gone)
+        stats.chunks_deleted += sum(len(records[p].chunk_ids) for p in gone if p in records)
+        catalog.remove(gone)
+        stats.files_deleted = len(gone)
+    store.ensure_indexes()
+    stats.write_s = round(time.perf_counter() - write_started, 3)
+    progress("written", chunks=stats.chunks_written)
+    catalog.set_dirty(False)
+
+    if embed:
+        _fill_vectors(index, stats, progress)
+    stats.chunks_pending = len(store.pending_vectors())
+    stats.duration_s = round(time.perf_counter() - started, 3)
+    catalog.set_last_run(stats.to_dict())
+    return stats
+
+
+EMBED_COMMIT_ROWS = 256  # vectors per LanceDB commit: small enough that a stopped run loses little
+
+
+def _fill_vectors(index: Index, stats: RunStats, progress) -> None:
+    """Embed the rows that have no vector yet, highest priority first, through the content-addressed cache."""
+    from localidx.embed import embedding_input
+
+    store = index.store
+    pending = store.pending_vectors()
+    if not pending:
+        return
+    started = time.perf_counter()
+    total = len(pending)
+    done = 0
+    for start in range(0, total, EMBED_COMMIT_ROWS):
+        part = pending[start : start + EMBED_COMMIT_ROWS]
+        rows = store.rows_by_id([p[0] for p in part], ["id", "search_text", "embed_key"])
+        keys = [r["embed_key"] for r in rows]
+        cached = store.cache_get(keys)
+        missing = {}
+        for r in rows:
+            if r["embed_key"] not in cached:
+                missing.setdefault(r["embed_key"], embedding_input(r["search_text"]))
+        if missing:
+            vectors = index.embedder.embed(list(missing.values()))
+            store.cache_put(list(missing), vectors)
+            cached.update(zip(missing, vectors))
+            stats.chunks_embedded += len(missing)
+        stats.chunks_reused += len(rows) - len(missing)
+        store.set_vectors([r["id"] for r in rows], [_as_array(cached[r["embed_key"]]) for r in rows])
+        done += len(part)
+        elapsed = time.perf_counter() - started
+        rate = stats.chunks_embedded / elapsed if elapsed > 0 else 0.0
+        progress("embed", done=done, total=total, rate=rate)
+    stats.embed_s = round(time.perf_counter() - started, 3)
+    stats.rate = round(stats.chunks_embedded / stats.embed_s, 2) if stats.embed_s else 0.0
+    store.ensure_indexes()
+
+
+def _as_array(vector):
+    import numpy as np
+
+    return np.asarray(vector, dtype=np.float32)

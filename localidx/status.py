@@ -1,0 +1,103 @@
+"""The state of an index, read without writing: what ``localidx status`` (and later ``index/status``) reports.
+
+States: ``EMPTY`` (nothing indexed), ``INDEXING`` (a writer holds the lock), ``STALE`` (the work tree differs from
+the catalog: files changed, added or deleted since the last run, or chunks still wait for vectors with no writer to
+embed them), ``READY``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections import Counter
+from pathlib import Path
+
+from localidx.config import Settings
+
+
+def _writer_running(lock: Path) -> bool:
+    if not lock.exists():
+        return False
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _work_tree_changes(root: Path, settings: Settings, records) -> dict:
+    from localidx.discover import discover
+
+    found = discover(root, settings)
+    listed = {f.path: f for f in found.files}
+    changed = []
+    for path, f in listed.items():
+        rec = records.get(path)
+        if rec is None:
+            changed.append(path)
+            continue
+        try:
+            st = os.stat(f.abs_path)
+        except OSError:
+            continue
+        if (st.st_mtime_ns, st.st_size) != (rec.mtime_ns, rec.size):
+            changed.append(path)
+    deleted = [p for p in records if p not in listed]
+    return {"changed": sorted(changed), "deleted": sorted(deleted)}
+
+
+def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: bool = True) -> dict:
+    """Everything ``status`` shows, as one JSON-ready dict."""
+    from localidx.indexer import open_index
+
+    index = open_index(root, in_git, settings, read_only=True)
+    try:
+        records = index.catalog.files()
+        table = index.store.snapshot()
+        report = {
+            "root": str(root),
+            "index": str(index.paths.state),
+            "table": index.store.table_name,
+            "model": index.embedder.model_id,
+            "files": len(records),
+            "chunks": 0,
+            "chunks_with_vectors": 0,
+            "chunks_by_kind": {},
+            "chunks_by_language": {},
+            "errors": [],
+            "last_run": index.catalog.last_run(),
+            "changed_files": [],
+            "deleted_files": [],
+        }
+        if table is not None:
+            cols = table.search().select(["kind", "language", "path", "start_line", "end_line", "text"]).where(
+                "kind = 'error'").limit(None).to_arrow().to_pylist()
+            report["errors"] = [{"path": r["path"], "lines": [r["start_line"], r["end_line"]], "reason": r["text"]}
+                                for r in cols]
+            meta = table.search().select(["kind", "language"]).limit(None).to_arrow().to_pylist()
+            report["chunks"] = len(meta)
+            report["chunks_by_kind"] = dict(Counter(r["kind"] for r in meta).most_common())
+            report["chunks_by_language"] = dict(Counter(r["language"] for r in meta).most_common())
+            report["chunks_with_vectors"] = table.count_rows("vector IS NOT NULL") if meta else 0
+        writing = _writer_running(index.paths.lock)
+        if check_work_tree and records:
+            changes = _work_tree_changes(root, settings, records)
+            report["changed_files"], report["deleted_files"] = changes["changed"], changes["deleted"]
+        pending = report["chunks"] - report["chunks_with_vectors"]
+        report["embedding_progress"] = round(report["chunks_with_vectors"] / report["chunks"], 4) if report[
+            "chunks"] else 0.0
+        if writing:
+            report["state"] = "INDEXING"
+        elif not records or not report["chunks"]:
+            report["state"] = "EMPTY"
+        elif report["changed_files"] or report["deleted_files"] or pending:
+            report["state"] = "STALE"
+        else:
+            report["state"] = "READY"
+        return report
+    finally:
+        index.close()

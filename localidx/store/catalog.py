@@ -1,0 +1,130 @@
+"""The per-file catalog: what is indexed, at which content, and the runs that did it.
+
+One SQLite file per work tree. A file is recorded only after its rows are in the chunk table, so a run killed at any
+moment leaves the catalog describing rows that exist; the next run redoes whatever the catalog does not vouch for.
+``dirty`` marks a write run in progress: if it is still set when a run starts, the previous one died, and the
+indexer first removes rows of paths the catalog does not know (the only orphans a crash can leave).
+
+The catalog is bound to one chunk table (``table``): when the model or the schema changes, the table name changes and
+the catalog is emptied, so nothing indexed for another table is trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY,
+    file_hash TEXT NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    language TEXT NOT NULL,
+    chunk_ids TEXT NOT NULL,
+    indexed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass
+class FileRecord:
+    path: str
+    file_hash: str
+    mtime_ns: int
+    size: int
+    language: str
+    chunk_ids: list[str]
+    indexed_at: float
+
+
+class Catalog:
+    def __init__(self, path: Path, create: bool = True):
+        """Open the catalog at ``path``; with ``create=False`` a missing one reads as empty and nothing is written."""
+        if not create and not path.exists():
+            self._db = sqlite3.connect(":memory:", isolation_level=None)
+            self._db.executescript(_SCHEMA)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- identity and run state -------------------------------------------------------------------------------
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def bind(self, table: str, force: bool = False) -> bool:
+        """Tie the catalog to a chunk table; returns True when it was bound to another one and has been emptied.
+        ``force`` empties it anyway (a rebuild)."""
+        current = self.get_meta("table")
+        if current == table and not force:
+            return False
+        self._db.execute("BEGIN")
+        self._db.execute("DELETE FROM files")
+        self._db.execute("DELETE FROM meta WHERE key NOT IN ('last_run')")
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('table', ?)", (table,))
+        self._db.execute("COMMIT")
+        return current is not None
+
+    @property
+    def dirty(self) -> bool:
+        return self.get_meta("dirty") == "1"
+
+    def set_dirty(self, value: bool) -> None:
+        self.set_meta("dirty", "1" if value else "0")
+
+    def last_run(self) -> dict | None:
+        raw = self.get_meta("last_run")
+        return json.loads(raw) if raw else None
+
+    def set_last_run(self, record: dict) -> None:
+        self.set_meta("last_run", json.dumps(record))
+
+    # -- files -----------------------------------------------------------------------------------------------
+
+    def files(self) -> dict[str, FileRecord]:
+        rows = self._db.execute("SELECT path, file_hash, mtime_ns, size, language, chunk_ids, indexed_at FROM files")
+        return {r[0]: FileRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) for r in rows}
+
+    def get(self, path: str) -> FileRecord | None:
+        r = self._db.execute(
+            "SELECT path, file_hash, mtime_ns, size, language, chunk_ids, indexed_at FROM files WHERE path = ?", (path,)
+        ).fetchone()
+        return FileRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) if r else None
+
+    def put(self, records: list[FileRecord]) -> None:
+        now = time.time()
+        self._db.execute("BEGIN")
+        self._db.executemany(
+            "INSERT OR REPLACE INTO files (path, file_hash, mtime_ns, size, language, chunk_ids, indexed_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(r.path, r.file_hash, r.mtime_ns, r.size, r.language, json.dumps(r.chunk_ids), r.indexed_at or now)
+             for r in records],
+        )
+        self._db.execute("COMMIT")
+
+    def touch(self, path: str, mtime_ns: int, size: int) -> None:
+        """Record a new stat for a file whose content did not change (so the next run need not hash it again)."""
+        self._db.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
+
+    def remove(self, paths: list[str]) -> None:
+        self._db.execute("BEGIN")
+        self._db.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in paths])
+        self._db.execute("COMMIT")
+
+    def count(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM files").fetchone()[0]

@@ -1,0 +1,249 @@
+"""The LanceDB tables: chunk rows per work tree, and a content-addressed vector cache shared by all of them.
+
+Table identity: ``chunks_s<SCHEMA_VERSION>_<model>_<worktree>`` — a new model or schema is a new table, built from
+scratch, never a mix of vectors. ``vectors_<model>`` maps an embedding key (SHA-256 of model id, META version and
+the embedded text) to its vector, so identical text is embedded once across files, runs, branches and worktrees.
+
+Only the indexer writes (``replace_files``, ``delete_paths``, ``set_vectors``, ``cache_put``). ``replace_files`` is
+one LanceDB commit per batch — upsert the files' rows and delete their other rows — so a reader sees each file
+entirely old or entirely new. Readers use ``snapshot()``, a table pinned to the latest committed version.
+
+Filters are built with ``sql_str`` (quotes doubled, never pasted raw): a path with a quote in it works.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+FTS_COLUMN = "bm25_text"
+ANN_MIN_ROWS = 50_000  # below this, exact search is fast enough and an index costs minutes to build on 2 cores
+_PK = {"lance-schema:unenforced-primary-key": "true"}
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal for LanceDB filters."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: list[str]) -> str:
+    return f"{column} IN ({', '.join(sql_str(v) for v in values)})" if values else "false"
+
+
+def glob_to_like(pattern: str) -> str:
+    """A path glob (``*``, ``?``, ``**``) as a LIKE pattern with backslash escapes."""
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("**", "*").replace("*", "%").replace("?", "_")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()[:48]
+
+
+def chunk_schema(dim: int) -> pa.Schema:
+    return pa.schema([
+        pa.field("id", pa.string(), nullable=False, metadata=_PK),
+        pa.field("path", pa.string()),
+        pa.field("language", pa.string()),
+        pa.field("kind", pa.string()),
+        pa.field("symbol", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("title", pa.string()),
+        pa.field("parent", pa.string()),
+        pa.field("parent_id", pa.string()),
+        pa.field("level", pa.int32()),
+        pa.field("start_line", pa.int32()),
+        pa.field("end_line", pa.int32()),
+        pa.field("chunk_index", pa.int32()),
+        pa.field("overlap_lines", pa.int32()),
+        pa.field("token_count", pa.int32()),
+        pa.field("priority", pa.int32()),
+        pa.field("signature", pa.string()),
+        pa.field("doc", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("search_text", pa.string()),
+        pa.field(FTS_COLUMN, pa.string()),
+        pa.field("calls", pa.list_(pa.string())),
+        pa.field("symbols", pa.list_(pa.string())),
+        pa.field("tags", pa.string()),  # JSON
+        pa.field("content_hash", pa.string()),
+        pa.field("span_hash", pa.string()),
+        pa.field("file_hash", pa.string()),
+        pa.field("embed_key", pa.string()),
+        pa.field("vector", pa.list_(pa.float32(), dim), nullable=True),
+    ])
+
+
+def cache_schema(dim: int) -> pa.Schema:
+    return pa.schema([
+        pa.field("key", pa.string(), nullable=False, metadata=_PK),
+        pa.field("vector", pa.list_(pa.float32(), dim)),
+    ])
+
+
+class ChunkStore:
+    def __init__(self, db_dir: Path, worktree_key: str, model_id: str, dim: int, read_only: bool = False):
+        import lancedb
+
+        self.db_dir = db_dir
+        self.dim = dim
+        self.model_id = model_id
+        self.table_name = f"chunks_s{SCHEMA_VERSION}_{_slug(model_id)}_{_slug(worktree_key)}"
+        self.cache_name = f"vectors_{_slug(model_id)}_d{dim}"
+        self.read_only = read_only
+        if read_only and not db_dir.exists():
+            self._db = None
+            return
+        db_dir.mkdir(parents=True, exist_ok=True)
+        self._db = lancedb.connect(str(db_dir))
+
+    # -- tables ----------------------------------------------------------------------------------------------
+
+    def _names(self) -> set[str]:
+        if self._db is None:
+            return set()
+        result = self._db.list_tables()
+        names = getattr(result, "tables", result)
+        return set(names)
+
+    def exists(self) -> bool:
+        return self.table_name in self._names()
+
+    def table(self):
+        """The chunk table for writing (created on first use)."""
+        if self.exists():
+            return self._db.open_table(self.table_name)
+        return self._db.create_table(self.table_name, schema=chunk_schema(self.dim))
+
+    def snapshot(self):
+        """The chunk table pinned at its latest version, for consistent reads; None when nothing is indexed."""
+        if not self.exists():
+            return None
+        table = self._db.open_table(self.table_name)
+        table.checkout(table.version)
+        return table
+
+    def _cache(self):
+        if self.cache_name in self._names():
+            return self._db.open_table(self.cache_name)
+        return self._db.create_table(self.cache_name, schema=cache_schema(self.dim))
+
+    def drop_other_tables(self, worktree_key: str) -> list[str]:
+        """Drop this work tree's chunk tables made for another model or schema (a clean rebuild)."""
+        suffix = f"_{_slug(worktree_key)}"
+        dropped = [n for n in self._names() if n.startswith("chunks_") and n.endswith(suffix) and n != self.table_name]
+        for name in dropped:
+            self._db.drop_table(name)
+        return dropped
+
+    def drop(self) -> None:
+        if self.exists():
+            self._db.drop_table(self.table_name)
+
+    # -- writes (the indexer only) ----------------------------------------------------------------------------
+
+    def replace_files(self, paths: list[str], rows: list[dict]) -> None:
+        """In one commit: upsert ``rows`` and delete every other row of ``paths``."""
+        table = self.table()
+        data = pa.Table.from_pylist(rows, schema=chunk_schema(self.dim))
+        (
+            table.merge_insert("id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(sql_in("path", paths))
+            # Rows still waiting for their vector carry null; LanceDB's check would call that a bad vector.
+            .execute(data, on_bad_vectors="null")
+        )
+
+    def delete_paths(self, paths: list[str]) -> None:
+        if paths and self.exists():
+            for start in range(0, len(paths), 500):
+                self.table().delete(sql_in("path", paths[start : start + 500]))
+
+    def indexed_paths(self) -> set[str]:
+        if not self.exists():
+            return set()
+        return set(self.table().to_arrow().column("path").to_pylist())
+
+    def set_vectors(self, ids: list[str], vectors) -> None:
+        if not ids:
+            return
+        schema = pa.schema([chunk_schema(self.dim).field("id"), chunk_schema(self.dim).field("vector")])
+        data = pa.Table.from_pylist([{"id": i, "vector": v.tolist()} for i, v in zip(ids, vectors)], schema=schema)
+        self.table().merge_insert("id").when_matched_update_all().execute(data)
+
+    def cache_get(self, keys: list[str]) -> dict[str, list[float]]:
+        if not keys or self.cache_name not in self._names():
+            return {}
+        cache = self._cache()
+        found: dict[str, list[float]] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            for row in cache.search().where(sql_in("key", part)).limit(len(part)).to_arrow().to_pylist():
+                found[row["key"]] = row["vector"]
+        return found
+
+    def cache_put(self, keys: list[str], vectors) -> None:
+        if not keys:
+            return
+        data = pa.Table.from_pylist([{"key": k, "vector": v.tolist()} for k, v in zip(keys, vectors)],
+                                    schema=cache_schema(self.dim))
+        self._cache().merge_insert("key").when_not_matched_insert_all().execute(data)
+
+    def pending_vectors(self) -> list[tuple[str, int, str]]:
+        """(id, priority, embed_key) of rows still without a vector, highest priority first."""
+        if not self.exists():
+            return []
+        rows = (self.table().search().where("vector IS NULL").select(["id", "priority", "embed_key"])
+                .limit(None).to_arrow().to_pylist())
+        rows.sort(key=lambda r: (-r["priority"], r["id"]))
+        return [(r["id"], r["priority"], r["embed_key"]) for r in rows]
+
+    def rows_by_id(self, ids: list[str], columns: list[str]) -> list[dict]:
+        out = []
+        table = self.table()
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            out.extend(table.search().where(sql_in("id", part)).select(columns).limit(len(part)).to_arrow().to_pylist())
+        return out
+
+    def ensure_indexes(self) -> None:
+        """Full-text index on ``bm25_text`` (rebuilt to include new rows); an ANN index once the table is large."""
+        if not self.exists():
+            return
+        from lancedb.index import FTS
+
+        table = self.table()
+        indices = {tuple(i.columns): i for i in table.list_indices()}
+        if (FTS_COLUMN,) not in indices:
+            table.create_index(FTS_COLUMN, config=FTS(with_position=False), replace=True)
+        else:
+            table.optimize()  # folds rows added since into the full-text index (they are searched flat until then)
+        rows = table.count_rows()
+        if rows >= ANN_MIN_ROWS and ("vector",) not in indices:
+            with_vectors = table.count_rows("vector IS NOT NULL")
+            if with_vectors >= ANN_MIN_ROWS:
+                log.info("building the ANN index over %d vectors", with_vectors)
+                table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ")
+
+    def compact(self) -> None:
+        """Fold small commits together and drop old versions (the single writer may; readers re-open)."""
+        from datetime import timedelta
+
+        if self.exists():
+            self.table().optimize(cleanup_older_than=timedelta(minutes=5))
+
+
+def decode_tags(raw: str) -> dict:
+    try:
+        return json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
