@@ -1,47 +1,471 @@
-"""[META] search text (minimal placeholder with the agreed API; the full keyword-table version replaces it)."""
+"""The [META] header and search text of a chunk: the enrich step.
+
+Flow: discover → parse → chunk → **enrich** → embed → store. ``localidx.chunk.finalize`` calls ``tags`` and
+``search_text`` on every draft chunk (its text already redacted); the embedder reads the search text, BM25 reads it
+plus ``identifier_words``.
+
+A header is one ``[META] Key: value`` line per fact, empty facts left out, in this order::
+
+    [META] File: app/auth/handler.py
+    [META] Language: python
+    [META] Role: Authentication, API
+    [META] Endpoint: POST /auth/verify
+    [META] Symbol: Method revoke (in class AuthHandler)
+    [META] Signature: def revoke(self, token: str) -> None
+    [META] Doc: Put a token on the revocation list.
+    [META] Contains: authentication, session
+
+Invariants:
+- Pure and deterministic: the same chunk and file context give the same header, byte for byte. The only I/O is
+  reading ``localidx/data/keywords.toml`` once. Role and Contains follow the order of that table, never a set's.
+- The header stays under 20% of the tokens of header plus text (see ``header`` for the one exception).
+- ``META_VERSION`` is part of the embedding cache key: bump it with any change to the output, in code or in the
+  keyword table, so stored embeddings are recomputed.
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import PurePosixPath
 
+from localidx import tokens
 from localidx.chunk.model import Chunk, FileContext
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
 META_VERSION = 1
-_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+_CONTAINS_MAX = 8
+_DOC_CHARS = 120
+_SIGNATURE_CHARS = 200
+_ENDPOINTS_MAX = 5
+_CLASS_KINDS = frozenset({"class", "struct", "interface", "trait", "impl", "enum"})
+
+# Trimming, in order, until the header fits: (field, what is left of it). For list fields the number counts items,
+# for text fields characters; 0 drops the field. Past the last step one line is left: File, Endpoint, symbol.
+_TRIM_STEPS: tuple[tuple[str, int], ...] = (
+    ("Doc", 60),
+    ("Doc", 0),
+    ("Contains", 3),
+    ("Contains", 0),
+    ("Signature", 60),
+    ("Signature", 0),
+    ("Endpoints", 0),
+    ("Language", 0),
+    ("Role", 0),
+    ("Symbols", 5),
+)
+_LIST_FIELDS = frozenset({"Role", "Contains", "Endpoints", "Symbols"})
+_LABEL_FIELDS = ("Symbol", "Symbols", "Section")
+
+# Word parts of an identifier, in order: "2D" units, a plural acronym (URLs, IDs), an acronym before a capitalised
+# word (HTTP|Server), a lower-case word with the digits that belong to it (base64, utf8; not the 2 of parse2D), an
+# acronym (IO, HTTP2), bare digits. "Lower case" includes every non-ASCII letter: those have no ASCII case to split on.
+_LOWER = r"[^\W\d_A-Z]"
+_DIGITS = rf"(?:\d+(?![A-Z](?!{_LOWER})))?"
+_WORD_PART = re.compile(
+    rf"\d+[A-Z](?!{_LOWER})|[A-Z]{{2,}}s(?!{_LOWER})|[A-Z]+(?=[A-Z]{_LOWER})"
+    rf"|[A-Z]?{_LOWER}+{_DIGITS}|[A-Z]+{_DIGITS}|\d+"
+)
+_IDENTIFIER = re.compile(r"[^\W\d]\w*")
+_PATH_SPLIT = re.compile(r"[/\\]")
+_MODULE_SEPARATORS = re.compile(r"::|\\|/")
+_QUOTED = re.compile(r"""["'<]([^"'<>\s]+)[>"']""")
+_FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\b")
+_IMPORT_HEAD = re.compile(
+    r"^\s*(?:import|use|using|require|include|extern\s+crate|mod|package)\s+(?:static\s+|type\s+)?(.*)$", re.DOTALL
+)
+_MODULE_NAME = re.compile(r"[@\w][\w.:\\/@-]*")
+_BRACED = re.compile(r"\{[^}]*\}")
+_DECORATOR_NAME = re.compile(r"^(?:@|#!?\[|\[)?\s*([\w.:$]+)")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+_QUALIFIER = re.compile(r"\.|::|#")
+
+
+@dataclass(frozen=True)
+class _Role:
+    name: str
+    paths: frozenset[str]
+    extensions: frozenset[str]
+    dotted_imports: tuple[str, ...]  # "django.urls": the module and its submodules
+    plain_imports: frozenset[str]  # "flask": any part of a module name
+    decorators: frozenset[str]
+    pattern: re.Pattern | None
+
+
+@dataclass(frozen=True)
+class _Concept:
+    name: str
+    words: frozenset[str]
+    weak: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Tables:
+    stopwords: frozenset[str]
+    roles: tuple[_Role, ...]
+    concepts: tuple[_Concept, ...]
+    role_patterns: re.Pattern  # every role's patterns at once: most texts match none, and then one pass decides
+    async_pattern: re.Pattern
+    test_paths: re.Pattern
+    test_symbols: re.Pattern
+    test_calls: re.Pattern
+
+
+@lru_cache(maxsize=1)
+def _tables() -> _Tables:
+    data = tomllib.loads(resources.files("localidx").joinpath("data/keywords.toml").read_text(encoding="utf-8"))
+    roles = []
+    for row in data["role"]:
+        imports = [_normalize_module(name) for name in row.get("imports", [])]
+        patterns = row.get("patterns", [])
+        roles.append(
+            _Role(
+                name=row["name"],
+                paths=frozenset(w.lower() for w in row.get("paths", [])),
+                extensions=frozenset(e.lower() for e in row.get("extensions", [])),
+                dotted_imports=tuple(m for m in imports if "." in m),
+                plain_imports=frozenset(m for m in imports if "." not in m),
+                decorators=frozenset(_normalize_decorator(d) for d in row.get("decorators", [])),
+                pattern=_any_of(patterns) if patterns else None,
+            )
+        )
+    concepts = tuple(
+        _Concept(row["name"], frozenset(row.get("words", [])), frozenset(row.get("weak", [])))
+        for row in data["concept"]
+    )
+    stop = data["stopwords"]
+    return _Tables(
+        stopwords=frozenset(stop["english"]) | frozenset(stop["keywords"]),
+        roles=tuple(roles),
+        concepts=concepts,
+        role_patterns=_any_of([p for row in data["role"] for p in row.get("patterns", [])]),
+        async_pattern=_any_of(data["async"]["patterns"]),
+        test_paths=_any_of(data["test"]["paths"]),
+        test_symbols=re.compile(data["test"]["symbols"]),
+        test_calls=re.compile(data["test"]["call_symbols"]),
+    )
+
+
+def _any_of(patterns: list[str]) -> re.Pattern:
+    r"""One regex for a list of alternatives, with a leading ``\b`` they share factored out.
+
+    The regex engine checks every alternative at every position; ``\b(?:a|b|c)`` asks the boundary once, which
+    makes the has_async scan about fifteen times faster than ``\ba|\bb|\bc``.
+    """
+    bounded = [p[2:] for p in patterns if p.startswith(r"\b")]
+    others = [f"(?:{p})" for p in patterns if not p.startswith(r"\b")]
+    branches = ([r"\b(?:" + "|".join(bounded) + ")"] if bounded else []) + others
+    return re.compile("|".join(branches) or r"(?!)")
+
+
+# -- words ------------------------------------------------------------------------------------------------------
 
 
 def split_identifier(name: str) -> list[str]:
-    return [w.lower() for w in _WORDS.findall(name)]
+    """The lower-case words of an identifier.
+
+    ``verifyToken`` -> verify, token; ``HTTPServerError`` -> http, server, error; ``verify_token`` -> verify, token;
+    ``parse2D`` -> parse, 2d; ``base64Encode`` -> base64, encode. Separators (``_ - . $``, spaces) only split.
+    """
+    return list(_split(name))
+
+
+@lru_cache(maxsize=65536)
+def _split(name: str) -> tuple[str, ...]:
+    return tuple(part.lower() for part in _WORD_PART.findall(name))
 
 
 def identifier_words(text: str, limit: int = 40) -> list[str]:
-    seen: dict[str, None] = {}
-    for ident in _IDENT.findall(text):
-        for w in split_identifier(ident):
-            seen.setdefault(w, None)
-            if len(seen) >= limit:
-                return list(seen)
-    return list(seen)
+    """Distinct words of the identifiers in ``text``, in order of first appearance, at most ``limit`` of them.
+
+    Stopwords and language keywords (the table in ``keywords.toml``), one-letter words and bare numbers are left out.
+    """
+    stop = _tables().stopwords
+    words: dict[str, None] = {}
+    for ident in dict.fromkeys(_IDENTIFIER.findall(text)):
+        for word in _split(ident):
+            if len(word) < 2 or word.isdigit() or word in stop or word in words:
+                continue
+            words[word] = None
+            if len(words) >= limit:
+                return list(words)
+    return list(words)
 
 
-def tags(chunk: Chunk, ctx: FileContext) -> dict:
-    out = dict(chunk.tags)
-    out["is_api_endpoint"] = "http_path" in out
-    out["has_async"] = bool(re.search(r"\b(async|await)\b", chunk.text))
-    out["is_test"] = "test" in chunk.path
-    out["priority"] = 10 if out["is_api_endpoint"] or chunk.kind == "method" else 5 if chunk.kind == "class" else 0
+def _word_set(text: str) -> set[str]:
+    """Every split word of every identifier in ``text`` (keywords included), plus its singular for a plural."""
+    words: set[str] = set()
+    for ident in set(_IDENTIFIER.findall(text)):
+        words.update(_split(ident))
+    return _with_singulars(words)
+
+
+def _with_singulars(words: set[str]) -> set[str]:
+    return words | {w[:-1] for w in words if len(w) > 3 and w.endswith("s")}
+
+
+# -- roles and concepts -----------------------------------------------------------------------------------------
+
+
+def roles(path: str, imports: list[str], decorators: list[str], text: str) -> list[str]:
+    """What the code is for, e.g. ``["Authentication", "API"]``, in the order of the keyword table.
+
+    A role is given by a word of the path (``auth/``, ``handlers.py``), the file's extension, a module the file
+    imports (``fastapi``, ``sqlalchemy``), a decorator (``@app.route``, ``@Test``) or a pattern in the text
+    (``app.get(``, ``SELECT ... FROM``).
+    """
+    return _roles(path, imports, decorators, text, endpoint=False)
+
+
+def _roles(path: str, imports: list[str], decorators: list[str], text: str, *, endpoint: bool) -> list[str]:
+    table = _tables()
+    path_words, extension = _path_facts(path)
+    from_imports = _import_roles(tuple(imports))
+    names = [_normalize_decorator(d) for d in decorators]
+    any_pattern = table.role_patterns.search(text) is not None
+    out = []
+    for role in table.roles:
+        if (
+            (endpoint and role.name == "API")
+            or not path_words.isdisjoint(role.paths)
+            or extension in role.extensions
+            or role.name in from_imports
+            or any(_decorator_matches(name, role.decorators) for name in names)
+            or (any_pattern and role.pattern is not None and role.pattern.search(text) is not None)
+        ):
+            out.append(role.name)
     return out
 
 
+@lru_cache(maxsize=4096)
+def _path_facts(path: str) -> tuple[frozenset[str], str]:
+    parts = [p for p in _PATH_SPLIT.split(path) if p]
+    if not parts:
+        return frozenset(), ""
+    name = PurePosixPath(parts[-1])
+    words: set[str] = set()
+    for part in [*parts[:-1], name.stem, name.name.split(".")[0]]:
+        words.update(_split(part))
+    return frozenset(_with_singulars(words)), name.suffix.lower()
+
+
+@lru_cache(maxsize=1024)
+def _import_roles(imports: tuple[str, ...]) -> frozenset[str]:
+    modules = {m for statement in imports for m in _modules(statement)}
+    parts = {part for m in modules for part in m.split(".")}
+    found = set()
+    for role in _tables().roles:
+        if not parts.isdisjoint(role.plain_imports) or any(
+            m == trigger or m.startswith(trigger + ".") for trigger in role.dotted_imports for m in modules
+        ):
+            found.add(role.name)
+    return frozenset(found)
+
+
+def _modules(statement: str) -> list[str]:
+    """The module names an import statement names, normalised to lower-case dotted form.
+
+    Quoted names win (JavaScript, Go, C includes, Ruby requires); then Python's ``from X import``; then the first
+    name after the keyword of every comma-separated clause (``import os, sys``; ``use a::b``; ``using X.Y;``).
+    """
+    quoted = _QUOTED.findall(statement)
+    if quoted:
+        return [_normalize_module(q) for q in quoted]
+    from_import = _FROM_IMPORT.match(statement)
+    if from_import:
+        return [_normalize_module(from_import.group(1))]
+    head = _IMPORT_HEAD.match(statement)
+    if head is None:
+        return []
+    # Braces hold imported names, not modules: use std::{fmt, io} names the module std.
+    clauses = _BRACED.sub("", head.group(1)).split(",")
+    names = (_MODULE_NAME.match(clause.strip()) for clause in clauses)
+    return [_normalize_module(n.group()) for n in names if n is not None]
+
+
+def _normalize_module(name: str) -> str:
+    return _MODULE_SEPARATORS.sub(".", name).strip(".").lower()
+
+
+def _normalize_decorator(text: str) -> str:
+    m = _DECORATOR_NAME.match(text.strip())
+    return m.group(1).replace("::", ".").strip(".").lower() if m else ""
+
+
+def _decorator_matches(name: str, triggers: frozenset[str]) -> bool:
+    if not name:
+        return False
+    # The whole name, or a dotted prefix or suffix of it: pytest.mark.parametrize matches "pytest.mark",
+    # unittest.mock.patch matches "mock.patch", app.route matches "route".
+    pieces = name.split(".")
+    return any(
+        ".".join(pieces[:i]) in triggers or ".".join(pieces[-i:]) in triggers for i in range(1, len(pieces) + 1)
+    )
+
+
+def contains(text: str, imports: list[str], symbol: str) -> list[str]:
+    """Concepts the code deals with, e.g. ``["authentication", "session"]``: at most 8, in keyword-table order.
+
+    A concept is triggered by one of its words, or by two of its weak words, among the identifier words of the
+    text, the symbol's name and the file's import statements.
+    """
+    words = _word_set(text) | _word_set(symbol) | _import_words(tuple(imports))
+    out = []
+    for concept in _tables().concepts:
+        if not words.isdisjoint(concept.words) or len(words & concept.weak) >= 2:
+            out.append(concept.name)
+            if len(out) == _CONTAINS_MAX:
+                break
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _import_words(imports: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(_word_set("\n".join(imports)))
+
+
+# -- tags -------------------------------------------------------------------------------------------------------
+
+
+def tags(chunk: Chunk, ctx: FileContext) -> dict:
+    """The chunk's tags: its own (``http_method``/``http_path`` from the chunker win) plus the derived facts.
+
+    - ``is_api_endpoint``: the chunker found an HTTP route on it (``http_path`` is set).
+    - ``has_async``: async/await, goroutines, promises, futures... in the text (patterns in ``keywords.toml``).
+    - ``is_test``: a test file by path (``tests/``, ``test_*.py``, ``*_test.go``, ``*.spec.ts``, ``*Test.java``...)
+      or a test symbol (``test_*``, ``Test*``; functions named ``it``, ``describe``).
+    - ``priority``: 10 for endpoints and methods, 5 for classes, structs, interfaces, traits, impls and enums, else 0.
+    """
+    table = _tables()
+    out = dict(chunk.tags)
+    endpoint = bool(out.get("http_path"))
+    out["is_api_endpoint"] = endpoint
+    out["has_async"] = table.async_pattern.search(chunk.text) is not None
+    out["is_test"] = bool(
+        table.test_paths.search(chunk.path)
+        or table.test_symbols.match(chunk.name)
+        or (chunk.kind == "function" and table.test_calls.match(chunk.name))
+    )
+    out["priority"] = 10 if endpoint or chunk.kind == "method" else 5 if chunk.kind in _CLASS_KINDS else 0
+    return out
+
+
+# -- the header -------------------------------------------------------------------------------------------------
+
+
 def header(chunk: Chunk, ctx: FileContext, text_tokens: int) -> str:
-    lines = [f"[META] File: {chunk.path}", f"[META] Language: {chunk.language}"]
-    if "http_path" in chunk.tags:
-        lines.append(f"[META] Endpoint: {chunk.tags.get('http_method')} {chunk.tags['http_path']}")
-    if chunk.symbol:
-        lines.append(f"[META] Symbol: {chunk.kind.capitalize()} {chunk.symbol}")
-    return "\n".join(lines)
+    """The [META] lines for ``chunk``, trimmed to stay under 20% of the tokens of header plus text.
+
+    ``text_tokens`` is the cl100k token count of ``chunk.text``. While the header has 25% of that or more (20% of
+    the sum), it is trimmed: the Doc is shortened, then dropped, then Contains, Signature, Language and Role go,
+    and finally it becomes one line, ``[META] File: a.py | Symbol: Function f`` (with ``| Endpoint: GET /x``
+    after the File for a route handler: the route is the fact most worth keeping).
+
+    Floor: that one line is always kept, even when it alone is over 20% (a tiny chunk, a long path). The header is
+    counted with tiktoken only when its length alone cannot settle the budget (``tokens.fits``).
+    """
+    budget = (text_tokens - 1) // 4  # the most header tokens with 4 * header < text
+    fields = {"File": chunk.path, "Endpoint": _endpoint(chunk), **_label(chunk)}
+    floor = "[META] " + " | ".join(f"{key}: {value}" for key, value in fields.items() if value)
+    if not tokens.fits(floor, budget):
+        return floor  # every longer form holds the floor's words too: none can fit, so skip building them
+    fields.update(_facts(chunk, ctx, endpoint=bool(fields["Endpoint"])))
+    text = _render(fields)
+    if tokens.fits(text, budget):
+        return text
+    for name, keep in _TRIM_STEPS:
+        value = fields.get(name, "")
+        if not value:
+            continue
+        fields[name] = _shorten(name, value, keep)
+        if fields[name] == value:
+            continue
+        text = _render(fields)
+        if tokens.fits(text, budget):
+            return text
+    return floor
 
 
 def search_text(chunk: Chunk, ctx: FileContext, text_tokens: int) -> str:
+    """What the embedder and BM25 read: the [META] header, a newline, then the chunk's text."""
     return header(chunk, ctx, text_tokens) + "\n" + chunk.text
+
+
+def _endpoint(chunk: Chunk) -> str:
+    http_path = chunk.tags.get("http_path", "")
+    return f"{chunk.tags.get('http_method') or 'ANY'} {http_path}" if http_path else ""
+
+
+def _facts(chunk: Chunk, ctx: FileContext, *, endpoint: bool) -> dict[str, str]:
+    """The header's fields beyond File, Endpoint and the symbol label."""
+    endpoints = ctx.endpoints[:_ENDPOINTS_MAX] if chunk.kind == "summary" else []
+    return {
+        "Language": chunk.language,
+        "Role": ", ".join(_roles(chunk.path, ctx.imports, chunk.decorators, chunk.text, endpoint=endpoint)),
+        "Endpoints": ", ".join(f"{e.method} {e.path}" for e in endpoints),
+        "Signature": _clip(" ".join(chunk.signature.split()), _SIGNATURE_CHARS),
+        "Doc": _first_sentence(chunk.doc),
+        "Contains": ", ".join(contains(chunk.text, ctx.imports, chunk.name or chunk.symbol)),
+    }
+
+
+def _label(chunk: Chunk) -> dict[str, str]:
+    """The line that says which symbol or section this is, keyed Symbol, Symbols or Section."""
+    if chunk.kind in ("heading", "content"):
+        section = chunk.symbol if chunk.kind == "heading" else chunk.parent or chunk.title
+        return {"Section": section} if section else {}
+    if chunk.kind == "config":
+        return {"Section": chunk.title} if chunk.title else {}
+    if chunk.kind == "summary":
+        return {"Symbol": "file summary"}
+    if len(chunk.symbols) >= 2:
+        return {"Symbols": ", ".join(chunk.symbols)}
+    if chunk.kind in ("module", "window", "error") or not (chunk.name or chunk.symbol):
+        return {}
+    name = chunk.name or _QUALIFIER.split(chunk.symbol)[-1]
+    words = _split(name)
+    label = f"{chunk.kind.capitalize()} {name}"
+    if len(words) >= 2:
+        label += f" [{' '.join(words)}]"
+    if chunk.parent:
+        parent_kind = chunk.tags.get("parent_kind", "")
+        label += f" (in {parent_kind} {chunk.parent})" if parent_kind else f" (in {chunk.parent})"
+    return {"Symbol": label}
+
+
+def _render(fields: dict[str, str]) -> str:
+    order = ("File", "Language", "Role", "Endpoint", "Endpoints", *_LABEL_FIELDS, "Signature", "Doc", "Contains")
+    return "\n".join(f"[META] {key}: {fields[key]}" for key in order if fields.get(key))
+
+
+def _shorten(name: str, value: str, keep: int) -> str:
+    if keep == 0:
+        return ""
+    if name in _LIST_FIELDS:
+        items = value.split(", ")
+        return value if len(items) <= keep else ", ".join(items[:keep]) + ", …"
+    return _clip(value, keep)
+
+
+def _first_sentence(doc: str) -> str:
+    first = doc.strip().split("\n", 1)[0]
+    end = _SENTENCE_END.search(first)
+    return _clip(first[: end.start()] if end else first, _DOC_CHARS)
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"

@@ -18,7 +18,9 @@ import numpy as np
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 FAKE_MODEL = "fake"
-_PATH_LINES = ("[META] File:", "[META] Role:")
+_META = "[META] "
+_PATH_FACTS = ("File:", "Role:")
+_COMPACT_SEPARATOR = " | "  # a header trimmed to one line: "[META] File: a.py | Symbol: Function f [f]"
 
 
 class Embedder(Protocol):
@@ -33,10 +35,19 @@ class Embedder(Protocol):
 
 
 def embedding_input(search_text: str) -> str:
-    """The part of a chunk's search text the model embeds: everything but the path-derived header lines."""
-    if not search_text.startswith(_PATH_LINES[0]):
+    """The part of a chunk's search text the model embeds: everything but the path-derived header facts."""
+    if not search_text.startswith(_META):
         return search_text
-    return "\n".join(line for line in search_text.split("\n") if not line.startswith(_PATH_LINES))
+    out = []
+    lines = search_text.split("\n")
+    for k, line in enumerate(lines):
+        if not line.startswith(_META):
+            out.extend(lines[k:])  # the header is over: the rest is the chunk's text, untouched
+            break
+        facts = [f for f in line[len(_META):].split(_COMPACT_SEPARATOR) if not f.startswith(_PATH_FACTS)]
+        if facts:
+            out.append(_META + _COMPACT_SEPARATOR.join(facts))
+    return "\n".join(out)
 
 
 def get_embedder(model: str, threads: int | None = None) -> Embedder:

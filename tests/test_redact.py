@@ -1,0 +1,167 @@
+"""Secrets never leave the chunker: what ``localidx.redact`` replaces, what it leaves alone, and that lines hold.
+
+Every fake secret is assembled at run time from harmless pieces, so secret scanners do not flag this file.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from localidx.redact import redact, redact_env
+
+ALNUM = "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A7cD9"  # 40 characters of key-looking filler
+
+
+def _marker(kind: str) -> str:
+    return f"«redacted:{kind}»"
+
+
+AWS_KEY = "AKIA" + "ABCDEFGHIJKLMNOP"
+GITHUB = "ghp" + "_" + ALNUM[:36]
+JWT = "eyJ" + "hbGciOiJIUzI1NiJ9" + "." + "eyJ" + "zdWIiOiIxMjM0NTY3ODkwIn0" + "." + "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9Pl"
+
+SECRETS = [
+    pytest.param(f'aws_key = "{AWS_KEY}"', AWS_KEY, "aws_access_key", id="aws-access-key"),
+    pytest.param(f'AWS_SECRET_ACCESS_KEY = "{ALNUM}"', ALNUM, "aws_secret_key", id="aws-secret-key"),
+    pytest.param(f"client = Github('{GITHUB}')", GITHUB, "github_token", id="github"),
+    pytest.param("pat = '" + "github_pat_" + ALNUM[:30] + "'", "github_pat_" + ALNUM[:30], "github_token", id="gh-pat"),
+    pytest.param("x = '" + "glpat-" + ALNUM[:20] + "'", "glpat-" + ALNUM[:20], "gitlab_token", id="gitlab"),
+    pytest.param("hook = '" + "xoxb-" + "1234567890-" + ALNUM[:24] + "'", "xoxb-1234567890-" + ALNUM[:24],
+                 "slack_token", id="slack"),
+    pytest.param("stripe.key = '" + "sk_live_" + ALNUM[:24] + "'", "sk_live_" + ALNUM[:24], "stripe_key", id="stripe"),
+    pytest.param("client(k='" + "sk-" + "proj-" + ALNUM[:30] + "')", "sk-proj-" + ALNUM[:30], "openai_key",
+                 id="openai"),
+    pytest.param("client(k='" + "sk-ant-" + "api03-" + ALNUM[:30] + "')", "sk-ant-api03-" + ALNUM[:30],
+                 "anthropic_key", id="anthropic"),
+    pytest.param("maps('" + "AIza" + ALNUM[:35] + "')", "AIza" + ALNUM[:35], "google_api_key", id="google"),
+    pytest.param("//registry/:_authToken=" + "npm_" + ALNUM[:36], "npm_" + ALNUM[:36], "npm_token", id="npm"),
+    pytest.param(f"headers = {{'X-Session': '{JWT}'}}", JWT, "jwt", id="jwt"),
+    pytest.param('password = "hunter22"', "hunter22", "password", id="password-assignment"),
+    pytest.param("db:\n  password: S3cr" + "etPassw0rd!\n", "S3cretPassw0rd!", "password", id="yaml-password"),
+    pytest.param('{"client_secret": "k3J9' + 'sLm2QpX8vR4"}', "k3J9sLm2QpX8vR4", "secret", id="json-secret"),
+    pytest.param("SECRET_KEY=a8Fj3kL" + "q9Zx2Pm\n", "a8Fj3kLq9Zx2Pm", "secret", id="env-style"),
+    pytest.param('token := "AbcDef123' + 'Ghi456"', "AbcDef123Ghi456", "token", id="go-short-assign"),
+    pytest.param('api_key: str = "Zx9Qw8Er' + '7Ty6Ui5"', "Zx9Qw8Er7Ty6Ui5", "api_key", id="annotated"),
+    pytest.param("$apiKey = 'Qm9vYmFy" + "Wm9vYmF6MTIz';", "Qm9vYmFyWm9vYmF6MTIz", "api_key", id="php-camel"),
+    pytest.param("'password' => 'pa55" + "W0rd9!x'", "pa55W0rd9!x", "password", id="php-array"),
+    pytest.param("h = {'Authorization': 'Bearer abcDEF123" + "456ghiJKL'}", "abcDEF123456ghiJKL", "token",
+                 id="bearer-header"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret", "kind"), SECRETS)
+def test_each_kind_of_secret_is_redacted(text: str, secret: str, kind: str):
+    out, found = redact(text)
+    assert secret not in out
+    assert _marker(kind) in out
+    assert [r.kind for r in found] == [kind]
+    assert out.count("\n") == text.count("\n")
+
+
+def test_text_around_a_secret_is_unchanged():
+    text = f'before = 1\nkey = "{AWS_KEY}"  # the deploy key\nafter = 2\n'
+    out, found = redact(text)
+    assert out == f'before = 1\nkey = "{_marker("aws_access_key")}"  # the deploy key\nafter = 2\n'
+    assert [(r.kind, r.line) for r in found] == [("aws_access_key", 2)]
+
+
+def test_private_key_block_keeps_its_line_count():
+    body = "\n".join(ALNUM[i:] + ALNUM[:i] for i in range(3))
+    block = "-----BEGIN RSA PRIVATE KEY-----\n" + body + "\n-----END RSA PRIVATE KEY-----"
+    text = "import ssl\n\nKEY = '''\n" + block + "\n'''\nload(KEY)\n"
+    out, found = redact(text)
+    assert block.count("\n") == 4  # a 5-line block
+    assert out.splitlines() == ["import ssl", "", "KEY = '''", _marker("private_key"), "", "", "", "", "'''",
+                                "load(KEY)"]
+    assert [(r.kind, r.line) for r in found] == [("private_key", 4)]
+
+
+def test_private_key_in_a_json_string_and_unterminated_blocks():
+    escaped = '{"private_key": "-----BEGIN PRIVATE KEY-----\\n' + ALNUM + '\\n-----END PRIVATE KEY-----\\n"}'
+    out, _ = redact(escaped)
+    assert out == '{"private_key": "' + _marker("private_key") + '\\n"}'
+    cut = "x = 1\n-----BEGIN OPENSSH PRIVATE KEY-----\n" + ALNUM + "\n" + ALNUM + "\n"
+    out, _ = redact(cut)
+    assert out == "x = 1\n" + _marker("private_key") + "\n\n\n"
+
+
+def test_connection_string_loses_only_its_password():
+    text = 'DATABASE = "postgres://admin:' + 'pa55W0rd9@db.internal:5432/app"'
+    out, found = redact(text)
+    assert out == 'DATABASE = "postgres://admin:' + _marker("connection_string") + '@db.internal:5432/app"'
+    assert [r.kind for r in found] == ["connection_string"]
+
+
+NOT_SECRETS = [
+    "token = get_token()",
+    'password = os.environ["DB_PASSWORD"]',
+    "api_key = os.getenv('API_KEY')",
+    'password_field = "password"',
+    'token = "<your-token>"',
+    'api_key = "xxx"',
+    'token = "${TOKEN}"',
+    "secret: {{ .Values.secret }}",
+    'password = "changeme"',
+    'token_type = "Bearer"',
+    'auth_header = "X-Auth-Token"',
+    "password = self.password_value",
+    "max_tokens = 100000000",
+    'author = "Guido van Rossum"',
+    'secret_name = "prod/db/creds9x"',
+    'auth_url = "https://login.example.com/oauth2/authorize"',
+    "for token in tokenize.generate_tokens(readline):",
+    "private_key: ed25519.Ed25519PrivateKey,",
+    'url = "postgres://user:password@localhost/db"',
+    'if line.startswith("-----BEGIN RSA PRIVATE KEY-----"):',
+    'css = "sk-spinner-double-bounce-anim"',
+    "Plain prose about a secret handshake and a password reset flow.",
+]
+
+
+@pytest.mark.parametrize("text", NOT_SECRETS)
+def test_non_secrets_come_back_as_the_same_string(text: str):
+    out, found = redact(text)
+    assert out is text
+    assert found == []
+
+
+def test_several_secrets_report_their_lines():
+    text = f'a = "{AWS_KEY}"\n\n\nb = "{GITHUB}"\nc = 3\npassword = "hunter22"\n'
+    out, found = redact(text)
+    assert [(r.kind, r.line) for r in found] == [("aws_access_key", 1), ("github_token", 4), ("password", 6)]
+    assert len(out.splitlines()) == len(text.splitlines())
+
+
+def test_redact_env_redacts_secret_looking_keys_only():
+    text = (
+        "# local settings\n"
+        "DEBUG=true\n"
+        "DB_PASSWORD=hello\n"
+        'export STRIPE_API_KEY="abc"\n'
+        "SENTRY_DSN=https://k@o1.ingest.example.io/1\n"
+        "AUTH_ENABLED=true\n"
+        "TOKEN_TTL=3600\n"
+        "GITHUB_TOKEN=${CI_TOKEN}\n"
+        "APP_NAME=shop\n"
+    )
+    out, found = redact_env(text)
+    assert out.splitlines() == [
+        "# local settings",
+        "DEBUG=true",
+        "DB_PASSWORD=" + _marker("password"),
+        'export STRIPE_API_KEY="' + _marker("api_key") + '"',
+        "SENTRY_DSN=" + _marker("connection_string"),
+        "AUTH_ENABLED=true",
+        "TOKEN_TTL=3600",
+        "GITHUB_TOKEN=${CI_TOKEN}",
+        "APP_NAME=shop",
+    ]
+    assert [r.line for r in found] == [3, 4, 5]
+
+
+def test_redact_env_also_catches_secrets_under_innocent_keys_and_multiline_values():
+    text = f'NOTES="{AWS_KEY}"\nSIGNING_PRIVATE_KEY="line1\nline2\nline3"\nPORT=8080\n'
+    out, found = redact_env(text)
+    assert out == ('NOTES="' + _marker("aws_access_key") + '"\nSIGNING_PRIVATE_KEY="' + _marker("secret")
+                   + '\n\n"\nPORT=8080\n')
+    assert [(r.kind, r.line) for r in found] == [("aws_access_key", 1), ("secret", 2)]
