@@ -62,7 +62,7 @@ class Symbol:
     name_line: int
     body_start_line: int | None = None  # first line of the body; None when the query gives no @body
     body_end_line: int | None = None
-    split_lines: list[int] = field(default_factory=list)  # lines where a statement of the body starts
+    body_node: object = field(default=None, repr=False, compare=False)
     doc: str = ""
     signature: str = ""
     decorators: list[str] = field(default_factory=list)
@@ -75,6 +75,14 @@ class Symbol:
     @property
     def is_container(self) -> bool:
         return self.kind in CONTAINERS
+
+    @property
+    def split_lines(self) -> list[int]:
+        """Lines where a statement of the body starts: where an oversize symbol reads best when cut. Computed only
+        when asked, since only oversize symbols are cut."""
+        if self.body_node is None:
+            return []
+        return sorted({child.start_point[0] + 1 for child in self.body_node.named_children})
 
 
 @dataclass
@@ -114,6 +122,11 @@ def normalize_verb(verb: str) -> str:
     """``get`` -> GET, ``PostMapping``/``HttpPost``/``MapPost`` -> POST, ``route``/``HandleFunc``/``path`` -> ANY."""
     core = _VERB_AFFIXES.sub("", verb).upper()
     return core if core in HTTP_METHODS else "ANY"
+
+
+def _text(data: bytes, node) -> str:
+    # Slice the source ourselves: on a tree parsed through a read callback, Node.text goes back through the callback.
+    return data[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
 def _strip_quotes(text: str) -> str:
@@ -164,41 +177,47 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
     imports: list[tuple[int, int, str]] = []
     module_doc = ""
 
-    for _pattern, caps in tree_sitter.QueryCursor(spec.query()).matches(root):
-        definition = next((k for k in caps if k.startswith("definition.")), None)
-        if definition is not None:
+    # Pattern index -> its role; every match of a pattern has the same role (a definition pattern's kind can vary
+    # with alternations, so that one is read per match).
+    roles: dict[int, str] = {}
+    for pattern, caps in tree_sitter.QueryCursor(spec.query()).matches(root):
+        role = roles.get(pattern)
+        if role is None:
+            role = roles[pattern] = _role(caps)
+        if role == "definition":
+            definition = next(k for k in caps if k.startswith("definition."))
             kind = definition.split(".", 1)[1]
             if kind not in SYMBOL_KINDS or "name" not in caps:
                 continue
             _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes)
             for node in caps.get("decorator", []):
-                decorators.append((node.start_byte, node.end_byte, node.text.decode("utf-8", "replace")))
-        elif "reference.call" in caps and "name" in caps:
+                decorators.append((node.start_byte, node.end_byte, _text(data, node)))
+        elif role == "reference.call" and "name" in caps:
             node = caps["reference.call"][0]
-            name = caps["name"][-1].text.decode("utf-8", "replace")
+            name = _text(data, caps["name"][-1])
             calls.append((node.start_byte, node.start_point[0] + 1, name))
-        elif "route" in caps and "route.path" in caps:
+        elif role == "route" and "route.path" in caps:
             node = caps["route"][0]
-            path = _strip_quotes(caps["route.path"][0].text.decode("utf-8", "replace"))
-            verb = caps["route.verb"][0].text.decode() if "route.verb" in caps else ""
-            methods = [_strip_quotes(n.text.decode()).upper() for n in caps.get("route.method", [])]
+            path = _strip_quotes(_text(data, caps["route.path"][0]))
+            verb = _text(data, caps["route.verb"][0]) if "route.verb" in caps else ""
+            methods = [_strip_quotes(_text(data, n)).upper() for n in caps.get("route.method", [])]
             pattern_method = _METHOD_IN_PATH.match(path)
             if pattern_method and not methods:
                 # Go 1.22 ServeMux patterns carry the method: "GET /healthz".
                 methods, path = [pattern_method.group(1)], path[pattern_method.end():]
-            handler = caps["route.handler"][0].text.decode() if "route.handler" in caps else ""
+            handler = _text(data, caps["route.handler"][0]) if "route.handler" in caps else ""
             for method in methods or [normalize_verb(verb)]:
                 endpoint = Endpoint(method=method, path=path, handler=handler, line=node.start_point[0] + 1)
                 routes.append((node.start_byte, node.end_byte, endpoint))
-        elif "import" in caps:
+        elif role == "import":
             for node in caps["import"]:
-                text = node.text.decode("utf-8", "replace").strip()
+                text = _text(data, node).strip()
                 imports.append((node.start_point[0] + 1, _end_line(node), text))
-        elif "decorator" in caps:
+        elif role == "decorator":
             node = caps["decorator"][0]
-            decorators.append((node.start_byte, node.end_byte, node.text.decode("utf-8", "replace")))
-        elif "doc.module" in caps and not module_doc:
-            module_doc = clean_doc([n.text.decode("utf-8", "replace") for n in caps["doc.module"]])
+            decorators.append((node.start_byte, node.end_byte, _text(data, node)))
+        elif role == "doc.module" and not module_doc:
+            module_doc = clean_doc([_text(data, n) for n in caps["doc.module"]])
 
     symbols = sorted(by_name_node.values(), key=lambda s: (s.start_byte, -s.end_byte))
     _nest(symbols)
@@ -229,13 +248,22 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
     )
 
 
+_ROLES = ("reference.call", "route", "import", "decorator", "doc.module")
+
+
+def _role(caps) -> str:
+    if any(k.startswith("definition.") for k in caps):
+        return "definition"
+    return next((r for r in _ROLES if r in caps), "")
+
+
 def _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes) -> None:
     node = caps[definition][0]
     name_node = caps["name"][0]
     body = caps.get("body", [None])[0]
     sym = Symbol(
         kind=kind,
-        name=name_node.text.decode("utf-8", "replace"),
+        name=_text(data, name_node),
         start_byte=node.start_byte,
         end_byte=node.end_byte,
         start_line=node.start_point[0] + 1,
@@ -245,9 +273,9 @@ def _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes) -> None:
     if body is not None:
         sym.body_start_line = body.start_point[0] + 1
         sym.body_end_line = _end_line(body)
-        sym.split_lines = sorted({child.start_point[0] + 1 for child in body.named_children})
+        sym.body_node = body
     sym.signature = _signature(data, name_node, body, node)
-    _attach_leading(sym, caps.get("doc", []), caps.get("decorator", []), node)
+    _attach_leading(sym, caps.get("doc", []), caps.get("decorator", []), node, data)
     twin = by_name_node.get(name_node.start_byte)
     if twin is None:
         if (node.start_byte, node.end_byte) in seen_nodes:
@@ -260,7 +288,7 @@ def _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes) -> None:
     wide, narrow = (twin, sym) if twin.end_byte - twin.start_byte >= sym.end_byte - sym.start_byte else (sym, twin)
     if wide.body_start_line is None:
         wide.body_start_line, wide.body_end_line = narrow.body_start_line, narrow.body_end_line
-        wide.split_lines = narrow.split_lines
+        wide.body_node = narrow.body_node
     wide.doc = wide.doc or narrow.doc
     wide.signature = wide.signature or narrow.signature
     if wide.kind == "function" and narrow.kind != "function":
@@ -288,7 +316,7 @@ def _signature(data: bytes, name_node, body, node) -> str:
     return text.rstrip("{:= ").strip()[:300]
 
 
-def _attach_leading(sym: Symbol, doc_nodes, decorator_nodes, node) -> None:
+def _attach_leading(sym: Symbol, doc_nodes, decorator_nodes, node, data: bytes) -> None:
     """Give the symbol the doc comments (and decorators/attributes) written just above it.
 
     Only the run of such nodes that ends on the line just above the definition belongs to it; the symbol then starts
@@ -307,7 +335,7 @@ def _attach_leading(sym: Symbol, doc_nodes, decorator_nodes, node) -> None:
         sym.start_line = run[0].start_point[0] + 1
         sym.start_byte = run[0].start_byte
     doc_ids = {(n.start_byte, n.end_byte) for n in doc_nodes}
-    texts = [n.text.decode("utf-8", "replace") for n in run + inside if (n.start_byte, n.end_byte) in doc_ids]
+    texts = [_text(data, n) for n in run + inside if (n.start_byte, n.end_byte) in doc_ids]
     if texts:
         sym.doc = clean_doc(texts)
 

@@ -54,7 +54,7 @@ def test_generated_sources_keep_every_line_within_budget():
 def test_split_parts_overlap_by_overlap_lines():
     body = "\n".join(f"    value_{i} = transform(value_{i - 1}, factor={i})" for i in range(1, 120))
     text = f"def long_function(value_0):\n{body}\n    return value_119\n"
-    result = chunk_file("long.py", text.encode(), SETTINGS)
+    result = chunk_file("long.py", text.encode(), Settings(max_tokens=256, overlap_lines=5))
     parts = [c for c in result.chunks if c.symbol == "long_function"]
     assert len(parts) > 2
     assert [p.chunk_index for p in parts] == list(range(len(parts)))
@@ -214,4 +214,4 @@ def test_code_summary_for_route_files_lists_endpoints():
     assert handler.tags["http_method"] == "GET" and handler.tags["http_path"] == "/users/{user_id}"
     assert handler.tags["is_api_endpoint"] is True and handler.tags["has_async"] is True
     assert handler.tags["priority"] == 10
-    assert "[META] Endpoint: GET /users/{user_id}" in handler.search_text
+    assert "Endpoint: GET /users/{user_id}" in handler.search_text.split("\n", 1)[0]

@@ -15,7 +15,7 @@ Every non-blank line ends up in at least one chunk; ``chunk_file`` checks that a
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 from dataclasses import dataclass, field
 
 from localidx import tokens
@@ -137,8 +137,9 @@ class _CodeChunker:
         return [self._symbol_unit(c) for c in sym.children]
 
     def _unit_tokens(self, unit: _Unit) -> int:
+        """The unit's tokens when it may be tiny; anything larger than tiny reads as over the budget."""
         text = "\n".join(unit.text_lines)
-        if not tokens.fits(text, self.settings.tiny_tokens):
+        if len(text) > self.settings.tiny_tokens * 8:  # no text this long is under the tiny size
             return self.settings.max_tokens + 1
         return tokens.count(text)
 
@@ -267,7 +268,8 @@ def _signature_continues(line: str) -> bool:
 
 
 def _copy(chunk: Chunk) -> Chunk:
-    return copy.deepcopy(chunk)
+    return dataclasses.replace(chunk, symbols=list(chunk.symbols), calls=list(chunk.calls),
+                               decorators=list(chunk.decorators), tags=dict(chunk.tags))
 
 
 def chunk_code(path: str, parsed: ParsedFile, lines: list[str], settings: Settings) -> list[Chunk]:

@@ -23,7 +23,7 @@ LEVEL_CONTENT = -1
 LEVEL_ERROR = -99
 
 
-@dataclass
+@dataclass(slots=True)
 class Chunk:
     path: str  # relative to the repository root, forward slashes
     language: str

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from localidx import tokens
 
 
+_PLAN_FILL = 0.92
+
+
 @dataclass(frozen=True)
 class Part:
     start: int  # index into the lines given, inclusive
@@ -43,12 +46,17 @@ def split_lines(
     """Cut ``lines`` into parts of at most ``max_tokens`` tokens each.
 
     ``preferred`` holds indexes of lines where a cut reads well (a statement starts there); the cut moves back to the
-    latest such line in the second half of a part. ``overlap`` lines of each part are repeated at the start of the
+    latest such line in the last third of a part. ``overlap`` lines of each part are repeated at the start of the
     next one, capped so that each part advances by at least a third of its length. ``max_lines`` caps a part's lines
     (line windows of text files).
     """
     n = len(lines)
-    costs = tokens.count_many([line + "\n" for line in lines])
+    # Plan with per-line costs from one exact count of the whole region (its characters per token), aiming a little
+    # under the budget; every part is then counted exactly and shrunk if the plan was optimistic.
+    whole = "\n".join(lines)
+    ratio = max(len(whole), 1) / max(tokens.count(whole), 1)
+    costs = [(len(line) + 1) / ratio for line in lines]
+    target = max_tokens * _PLAN_FILL
     parts: list[Part] = []
     i = 0
     carried = 0
@@ -56,24 +64,27 @@ def split_lines(
         total = 0
         j = i
         limit = n if max_lines is None else min(n, i + max_lines)
-        while j < limit and total + costs[j] <= max_tokens:
+        while j < limit and total + costs[j] <= target:
             total += costs[j]
             j += 1
-        if j == i:
+        if j == i and not tokens.fits(lines[i], max_tokens):
             # One line alone is over the budget: cut it by characters.
             for piece in _cut_line(lines[i], max_tokens):
                 parts.append(Part(i, i + 1, piece, 0))
             i += 1
             carried = 0
             continue
+        j = max(j, i + 1)
         if j < n:
-            floor = i + carried + max(1, (j - i - carried) // 2)
+            # A statement start in the last third of the part reads better than a full part; earlier ones would
+            # leave a small part and push the rest into one more.
+            floor = i + carried + max(1, 2 * (j - i - carried) // 3)
             cut = next((k for k in range(j, floor - 1, -1) if k in preferred and k > i + carried), None)
             if cut is not None:
                 j = cut
         text = "\n".join(lines[i:j])
         while j - i > 1 and not tokens.fits(text, max_tokens):
-            j -= 1
+            j -= max(1, (j - i) // 10)  # the plan was optimistic here: give back a tenth at a time
             text = "\n".join(lines[i:j])
         parts.append(Part(i, j, text, carried))
         if j >= n:
