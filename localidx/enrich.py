@@ -369,16 +369,16 @@ def header(chunk: Chunk, ctx: FileContext, text_tokens: int) -> str:
     after the File for a route handler: the route is the fact most worth keeping).
 
     Floor: that one line is always kept, even when it alone is over 20% (a tiny chunk, a long path). The header is
-    counted with tiktoken only when its length alone cannot settle the budget (``tokens.fits``).
+    counted line by line with memoized counts (``_fits``).
     """
     budget = (text_tokens - 1) // 4  # the most header tokens with 4 * header < text
     fields = {"File": chunk.path, "Endpoint": _endpoint(chunk), **_label(chunk)}
     floor = "[META] " + " | ".join(f"{key}: {value}" for key, value in fields.items() if value)
-    if not tokens.fits(floor, budget):
+    if not _fits(floor, budget):
         return floor  # every longer form holds the floor's words too: none can fit, so skip building them
     fields.update(_facts(chunk, ctx, endpoint=bool(fields["Endpoint"])))
     text = _render(fields)
-    if tokens.fits(text, budget):
+    if _fits(text, budget):
         return text
     for name, keep in _TRIM_STEPS:
         value = fields.get(name, "")
@@ -388,9 +388,20 @@ def header(chunk: Chunk, ctx: FileContext, text_tokens: int) -> str:
         if fields[name] == value:
             continue
         text = _render(fields)
-        if tokens.fits(text, budget):
+        if _fits(text, budget):
             return text
     return floor
+
+
+def _fits(header_text: str, budget: int) -> bool:
+    """Whether a header has at most ``budget`` tokens, counted line by line.
+
+    cl100k's pre-tokenizer splits at line breaks, so a header's count is its lines' counts plus one per break; the
+    lines (File, Language, Role...) repeat from chunk to chunk and trimmed variant to variant, and ``tokens.count``
+    remembers them, so most headers cost no encoding at all."""
+    if len(header_text.encode()) <= budget:
+        return True  # a token is at least one byte: no count needed
+    return sum(tokens.count(line) + 1 for line in header_text.split("\n")) - 1 <= budget
 
 
 def search_text(chunk: Chunk, ctx: FileContext, text_tokens: int) -> str:
