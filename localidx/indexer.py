@@ -310,7 +310,10 @@ def _run(index: Index, root: Path, settings: Settings, only, rebuild, embed, pro
         except OSError:
             continue
         if rec is not None and rec.mtime_ns == st.st_mtime_ns and rec.size == st.st_size:
-            stats.files_unchanged += 1
+            if rec.skipped:
+                stats.files_skipped += 1
+            else:
+                stats.files_unchanged += 1
             continue
         candidates.append((f.path, str(f.abs_path), rec.file_hash if rec else "", settings))
     progress("scan", files=len(found.files), changed=len(candidates), deleted=len(gone))
@@ -339,14 +342,26 @@ def _run(index: Index, root: Path, settings: Settings, only, rebuild, embed, pro
         done += 1
         progress("chunk", done=done, total=len(candidates), path=path)
         rec = records.get(path)
-        if reason:
+        if reason == "unreadable":
             stats.files_skipped += 1
             if rec is not None:
                 gone.append(path)
             continue
+        if reason:
+            # Known and skipped by content (binary, minified...): recorded, so later runs and status need not
+            # read it again until it changes; rows it had before go in the same commit as the batch.
+            stats.files_skipped += 1
+            if rec is not None:
+                stats.chunks_deleted += len(rec.chunk_ids)
+            batch_paths.append(path)
+            batch_records.append(FileRecord(path, blob, st[0], st[1], "", [], 0, skipped=reason))
+            continue
         if result is None:
             catalog.touch(path, *st)  # same content, new stat (a touch, a checkout back and forth)
-            stats.files_unchanged += 1
+            if rec is not None and rec.skipped:
+                stats.files_skipped += 1
+            else:
+                stats.files_unchanged += 1
             continue
         stats.files_processed += 1
         stats.errors.extend({"path": path, "reason": r} for r in result.errors)

@@ -129,3 +129,41 @@ def test_help_and_version_are_fast_paths(repo):
     assert run(repo, "--help").returncode == 0
     proc = run(repo, "--version")
     assert proc.returncode == 0 and "localidx" in proc.stdout
+
+
+def run_env(cwd: Path, env_extra: dict, *args: str) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ, **env_extra)
+    return subprocess.run([sys.executable, "-m", "localidx", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_index_json_record_and_status_states(repo, tmp_path):
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
+    empty = json.loads(run_env(repo, env, "status", "--json").stdout)
+    assert empty["state"] == "EMPTY" and empty["chunks"] == 0
+    assert not (tmp_path / "home").exists(), "status must not create an index"
+    proc = run_env(repo, env, "index", "--json")
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    for key in ("files_processed", "files_skipped", "chunks_written", "chunks_embedded", "chunks_deleted",
+                "duration_s", "rate"):
+        assert key in record
+    assert record["files_processed"] == 3 and record["files_skipped"] == 3
+    ready = json.loads(run_env(repo, env, "status", "--json").stdout)
+    assert ready["state"] == "READY" and ready["chunks"] == record["chunks_written"]
+    assert ready["embedding_progress"] == 1.0 and ready["chunks_by_language"]["python"] >= 1
+    (repo / "app" / "api.py").write_text(APP + "\n\ndef extra():\n    return 1\n")
+    stale = json.loads(run_env(repo, env, "status", "--json").stdout)
+    assert stale["state"] == "STALE" and stale["changed_files"] == ["app/api.py"]
+    human = run_env(repo, env, "status")
+    assert human.stdout.startswith("STALE") and "run `localidx index`" in human.stdout
+
+
+def test_unloadable_model_is_one_line(repo, tmp_path):
+    env = {"LOCALIDX_EMBED_MODEL": "no-such-org/no-such-model", "LOCALIDX_HOME": str(tmp_path / "home"),
+           "HF_HUB_OFFLINE": "1", "LOCALIDX_CACHE_DIR": str(tmp_path / "cache")}
+    proc = run_env(repo, env, "index")
+    line = assert_one_line_error(proc, code=1)
+    assert "no-such-org/no-such-model" in line

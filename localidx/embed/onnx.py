@@ -72,6 +72,19 @@ def default_model_dir() -> tuple[Path, str]:
     return target, model_id
 
 
+def _catalog_dim(model: str) -> int:
+    """The vector size fastembed lists for a model, without loading (or downloading) it."""
+    try:
+        from fastembed import TextEmbedding
+    except ImportError:
+        raise EmbedError("fastembed is not installed: pip install fastembed") from None
+    for description in TextEmbedding.list_supported_models():
+        if description["model"].lower() == model.lower():
+            return int(description["dim"])
+    raise EmbedError(f"unknown embedding model {model!r}: not one of fastembed's text models "
+                     f"(fastembed.TextEmbedding.list_supported_models() lists them)")
+
+
 class FastEmbedder:
     def __init__(self, model: str = DEFAULT_MODEL, threads: int | None = None):
         self.model_name = model
@@ -82,7 +95,7 @@ class FastEmbedder:
             self.dim = 384
         else:
             self._dir, self.model_id = None, model
-            self.dim = 0  # known once loaded
+            self.dim = _catalog_dim(model)
 
     def _load(self):
         if self._model is not None:

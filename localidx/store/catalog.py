@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS files (
     size INTEGER NOT NULL,
     language TEXT NOT NULL,
     chunk_ids TEXT NOT NULL,
-    indexed_at REAL NOT NULL
+    indexed_at REAL NOT NULL,
+    skipped TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -40,6 +41,7 @@ class FileRecord:
     language: str
     chunk_ids: list[str]
     indexed_at: float
+    skipped: str = ""  # a content skip reason (binary, minified, ...): known, unchanged, and without rows
 
 
 class Catalog:
@@ -96,24 +98,27 @@ class Catalog:
 
     # -- files -----------------------------------------------------------------------------------------------
 
+    _COLUMNS = "path, file_hash, mtime_ns, size, language, chunk_ids, indexed_at, skipped"
+
+    @staticmethod
+    def _record(r) -> FileRecord:
+        return FileRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7])
+
     def files(self) -> dict[str, FileRecord]:
-        rows = self._db.execute("SELECT path, file_hash, mtime_ns, size, language, chunk_ids, indexed_at FROM files")
-        return {r[0]: FileRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) for r in rows}
+        rows = self._db.execute(f"SELECT {self._COLUMNS} FROM files")
+        return {r[0]: self._record(r) for r in rows}
 
     def get(self, path: str) -> FileRecord | None:
-        r = self._db.execute(
-            "SELECT path, file_hash, mtime_ns, size, language, chunk_ids, indexed_at FROM files WHERE path = ?", (path,)
-        ).fetchone()
-        return FileRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) if r else None
+        r = self._db.execute(f"SELECT {self._COLUMNS} FROM files WHERE path = ?", (path,)).fetchone()
+        return self._record(r) if r else None
 
     def put(self, records: list[FileRecord]) -> None:
         now = time.time()
         self._db.execute("BEGIN")
         self._db.executemany(
-            "INSERT OR REPLACE INTO files (path, file_hash, mtime_ns, size, language, chunk_ids, indexed_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(r.path, r.file_hash, r.mtime_ns, r.size, r.language, json.dumps(r.chunk_ids), r.indexed_at or now)
-             for r in records],
+            f"INSERT OR REPLACE INTO files ({self._COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(r.path, r.file_hash, r.mtime_ns, r.size, r.language, json.dumps(r.chunk_ids), r.indexed_at or now,
+              r.skipped) for r in records],
         )
         self._db.execute("COMMIT")
 
@@ -127,4 +132,5 @@ class Catalog:
         self._db.execute("COMMIT")
 
     def count(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+        """Files with rows (content-skipped files are known but not counted)."""
+        return self._db.execute("SELECT COUNT(*) FROM files WHERE skipped = ''").fetchone()[0]
