@@ -229,6 +229,77 @@ def _print_dry_run(report) -> None:
             click.echo(f"    ... and {len(report.skipped_files) - 50} more (--json lists all)")
 
 
+def _open_for_reading(root: Path, in_git: bool, settings):
+    from localidx.indexer import open_index
+
+    return open_index(root, in_git, settings, read_only=True)
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-k", "k", type=click.IntRange(min=1, max=100), default=10, show_default=True, help="Matches to show.")
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25"]), default="hybrid", show_default=True)
+@click.option("--lang", "language", default=None, help="Only this language (python, go, markdown, ...).")
+@click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style).")
+@click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...).")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"matches\": [...]} as JSON.")
+def search(query: str, k: int, mode: str, language: str | None, path_glob: str | None, kind: str | None,
+           as_json: bool) -> None:
+    """Search the index: BM25 and vectors fused; prints path:start-end, symbol, score and a snippet."""
+    from localidx.discover import find_root
+    from localidx.retrieve import search as run_search
+
+    if kind:
+        _parse_kinds(kind)
+    root, in_git = find_root(Path.cwd())
+    index = _open_for_reading(root, in_git, _settings(root))
+    try:
+        matches = run_search(index, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind)
+    finally:
+        index.close()
+    if as_json:
+        _echo_json({"matches": [m.to_dict() for m in matches]})
+        return
+    if not matches:
+        click.echo("no matches", err=True)
+        return
+    for m in matches:
+        label = m.symbol or m.title
+        stale = "  [stale: file changed since indexed]" if m.stale else ""
+        click.echo(f"{m.path}:{m.start_line}-{m.end_line}  {label}  {m.score:.3f}{stale}")
+        snippet = [line for line in m.text.splitlines() if line.strip()][:3]
+        for line in snippet:
+            click.echo(f"    {line.strip()[:110]}")
+
+
+@cli.command(name="eval")
+@click.argument("queries", type=click.Path(path_type=Path))
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25"]), default="hybrid", show_default=True)
+@click.option("--fusion", type=click.Choice(["linear", "rrf"]), default=None, help="Fusion (default: the tuned one).")
+@click.option("--vector-weight", type=click.FloatRange(0, 1), default=None, help="Weight of the vector arm (linear).")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures and per-query ranks as JSON.")
+def eval_(queries: Path, mode: str, fusion: str | None, vector_weight: float | None, as_json: bool) -> None:
+    """File-level Recall@1/5/10 and MRR of search over QUERIES.jsonl ({"query": ..., "gold": [paths]} per line)."""
+    from localidx.discover import find_root
+    from localidx.retrieve.evaluate import evaluate, load_queries
+
+    if not queries.is_file():
+        raise UsageError(f"{queries}: no such file")
+    items = load_queries(queries)
+    root, in_git = find_root(Path.cwd())
+    index = _open_for_reading(root, in_git, _settings(root))
+    try:
+        report = evaluate(index, items, mode=mode, fusion=fusion, vector_weight=vector_weight)
+    finally:
+        index.close()
+    if as_json:
+        _echo_json(report)
+        return
+    click.echo(f"{report['queries']} queries, mode {mode}")
+    for key in ("recall@1", "recall@5", "recall@10", "mrr"):
+        click.echo(f"  {key:<10} {report[key]:.3f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``localidx`` script: runs the CLI and turns errors into one line and an exit code."""
     try:

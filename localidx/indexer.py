@@ -99,9 +99,15 @@ def map_files(func, jobs: list, workers: int) -> Iterator:
         yield from map(func, jobs)
         return
     import multiprocessing
+    import sys
 
-    # fork: workers inherit the loaded grammars and settings instead of re-importing them.
-    context = multiprocessing.get_context("fork")
+    if "lancedb" in sys.modules:
+        # LanceDB's runtime threads do not survive a fork: start workers from a clean server process that has
+        # imported only the chunker.
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["localidx.chunk", "localidx.indexer"])
+    else:
+        context = multiprocessing.get_context("fork")  # workers inherit the loaded grammars, nothing to re-import
     with context.Pool(workers) as pool:
         yield from pool.imap(func, jobs, chunksize=8)
 

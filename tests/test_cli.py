@@ -167,3 +167,37 @@ def test_unloadable_model_is_one_line(repo, tmp_path):
     proc = run_env(repo, env, "index")
     line = assert_one_line_error(proc, code=1)
     assert "no-such-org/no-such-model" in line
+
+
+def test_search_from_a_subdirectory_with_json_fields_and_stale_flag(repo, tmp_path):
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
+    assert "not indexed yet" in assert_one_line_error(run_env(repo / "app", env, "search", "users"), code=1)
+    assert run_env(repo, env, "index", "-q").returncode == 0
+    proc = run_env(repo / "app", env, "search", "list users", "--json", "-k", "3")
+    assert proc.returncode == 0, proc.stderr
+    matches = json.loads(proc.stdout)["matches"]
+    assert matches[0]["path"] == "app/api.py" and "list_users" in [m["symbol"] for m in matches]
+    for key in ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "vector_score",
+                "bm25_score", "stale", "text"):
+        assert key in matches[0]
+    assert matches[0]["stale"] is False
+    (repo / "app" / "api.py").write_text(APP.replace("newest first", "oldest first"))
+    human = run_env(repo, env, "search", "list users", "-k", "1", "--kind", "function")
+    assert human.stdout.startswith("app/api.py:7-11  list_users") and "[stale" in human.stdout
+    assert "empty query" in assert_one_line_error(run_env(repo, env, "search", "   "))
+    assert "unknown kind" in assert_one_line_error(run_env(repo, env, "search", "x", "--kind", "bogus"))
+
+
+def test_eval_prints_recall_and_mrr(repo, tmp_path):
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
+    run_env(repo, env, "index", "-q")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"query": "list users", "gold": ["app/api.py"]}\n'
+                       '{"query": "small service readme", "gold": ["README.md"]}\n')
+    report = json.loads(run_env(repo, env, "eval", str(queries), "--json").stdout)
+    assert report["queries"] == 2 and report["recall@10"] == 1.0 and 0 < report["mrr"] <= 1
+    human = run_env(repo, env, "eval", str(queries))
+    assert "recall@5" in human.stdout and "mrr" in human.stdout
+    queries.write_text('{"query": "x"}\nnot json\n')
+    assert "q.jsonl:1" in assert_one_line_error(run_env(repo, env, "eval", str(queries)))
+    assert "no such file" in assert_one_line_error(run_env(repo, env, "eval", str(tmp_path / "none.jsonl")))

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+CATALOG_VERSION = 2  # PRAGMA user_version; a catalog of another version is emptied, and so rebuilt
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY,
@@ -55,6 +56,9 @@ class Catalog:
         self._db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        if self._db.execute("PRAGMA user_version").fetchone()[0] != CATALOG_VERSION:
+            self._db.executescript("DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS meta;")
+            self._db.execute(f"PRAGMA user_version = {CATALOG_VERSION}")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """The LanceDB tables: chunk rows per work tree, and a content-addressed vector cache shared by all of them.
 
-Table identity: ``chunks_s<SCHEMA_VERSION>_<model>_<worktree>`` — a new model or schema is a new table, built from
-scratch, never a mix of vectors. ``vectors_<model>`` maps an embedding key (SHA-256 of model id, META version and
+Table identity: ``chunks_s<SCHEMA_VERSION>_m<META_VERSION>_<model>_<worktree>`` — a new model, schema or [META]
+format is a new table, built from scratch, never a mix of vectors or of old and new search text. ``vectors_<model>`` maps an embedding key (SHA-256 of model id, META version and
 the embedded text) to its vector, so identical text is embedded once across files, runs, branches and worktrees.
 
 Only the indexer writes (``replace_files``, ``delete_paths``, ``set_vectors``, ``cache_put``). ``replace_files`` is
@@ -95,7 +95,9 @@ class ChunkStore:
         self.db_dir = db_dir
         self.dim = dim
         self.model_id = model_id
-        self.table_name = f"chunks_s{SCHEMA_VERSION}_{_slug(model_id)}_{_slug(worktree_key)}"
+        from localidx.enrich import META_VERSION
+
+        self.table_name = f"chunks_s{SCHEMA_VERSION}_m{META_VERSION}_{_slug(model_id)}_{_slug(worktree_key)}"
         self.cache_name = f"vectors_{_slug(model_id)}_d{dim}"
         self.read_only = read_only
         if read_only and not db_dir.exists():

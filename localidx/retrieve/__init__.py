@@ -1,0 +1,26 @@
+"""Retrieve: a query against the index -> ranked chunk matches.
+
+This is the read side of the flow (store -> retrieve -> rerank / expand / merge -> serve). Nothing here writes: a
+search reads one pinned table version (``ChunkStore.snapshot()``), so a concurrent indexing run never shows it a
+file half old and half new.
+
+- ``search``   : the hybrid query (BM25 arm + vector arm, fused in Python), filters, the ``stale`` flag.
+- ``fusion``   : the pure scoring functions (normalisation, linear, RRF).
+- ``evaluate`` : file-level Recall@k / MRR over a JSONL query set, which is how the fusion defaults were chosen.
+"""
+
+from __future__ import annotations
+
+from localidx.errors import LocalidxError
+
+
+class IndexNotReady(LocalidxError):
+    """The work tree has no index yet (or none for the configured model)."""
+
+    exit_code = 1
+
+
+# Imported after IndexNotReady, which search.py imports from here.
+from localidx.retrieve.search import FUSIONS, MODES, Match, search  # noqa: E402
+
+__all__ = ["FUSIONS", "IndexNotReady", "MODES", "Match", "search"]

@@ -1,0 +1,91 @@
+"""Evaluate: file-level retrieval quality of ``search`` over a set of questions with known answers.
+
+Part of retrieve; used by ``benchmarks/eval/run_eval.py`` to choose the fusion defaults, and by tests. Read-only.
+
+A query set is JSONL, one ``{"query": str, "gold": [repository-relative paths]}`` per line (blank lines allowed).
+Scoring is per file, because a question is answered when the right file is found, whichever chunk of it ranks:
+files are ranked by their first appearance in the match list (later chunks of a ranked file are skipped).
+
+- ``recall@n``      : fraction of queries with at least one gold file among the top n files.
+- ``gold_recall@5`` : mean fraction of a query's gold files among its top 5 files.
+- ``mrr``           : mean of 1 / rank of the first gold file (0 when none is in the top ``k`` files).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from localidx.errors import UsageError
+from localidx.retrieve.search import MAX_K, search
+
+CUTOFFS = (1, 5, 10)
+
+
+def load_queries(path: Path) -> list[dict]:
+    """Read a JSONL query set; a malformed line raises ``UsageError`` naming the file and line number."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    queries = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise UsageError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        query = record.get("query") if isinstance(record, dict) else None
+        gold = record.get("gold") if isinstance(record, dict) else None
+        if not isinstance(query, str) or not query.strip():
+            raise UsageError(f"{path}:{number}: \"query\" must be a non-empty string")
+        if not isinstance(gold, list) or not gold or not all(isinstance(g, str) and g for g in gold):
+            raise UsageError(f"{path}:{number}: \"gold\" must be a non-empty list of paths")
+        queries.append({"query": query, "gold": gold})
+    return queries
+
+
+def ranked_files(paths: list[str]) -> list[str]:
+    """Paths in order of first appearance, each once."""
+    return list(dict.fromkeys(paths))
+
+
+def score_query(files: list[str], gold: list[str], k: int = 10) -> dict:
+    """The per-query figures for a ranked file list (only its first ``k`` files count)."""
+    files = files[:k]
+    gold_set = set(gold)
+    rank = next((i for i, f in enumerate(files, start=1) if f in gold_set), None)
+    record = {f"hit@{n}": rank is not None and rank <= n for n in CUTOFFS}
+    record["gold_found@5"] = len(gold_set & set(files[:5])) / len(gold_set)
+    record["rank"] = rank
+    record["rr"] = 1.0 / rank if rank else 0.0
+    return record
+
+
+def evaluate(index, queries: list[dict], mode: str = "hybrid", fusion: str | None = None,
+             vector_weight: float | None = None, k: int = 10) -> dict:
+    """Run every query through ``search`` and report file-level Recall@1/5/10, ``gold_recall@5`` and MRR.
+
+    ``k`` is the number of files ranked per query; enough chunks are fetched (5 per file, at most 100) that chunks of
+    the same file rarely leave fewer than ``k`` distinct files.
+    """
+    per_query = []
+    for q in queries:
+        matches = search(index, q["query"], k=min(MAX_K, 5 * k), mode=mode, fusion=fusion,
+                         vector_weight=vector_weight)
+        files = ranked_files([m.path for m in matches])[:k]
+        per_query.append({"query": q["query"], "gold": q["gold"], "files": files,
+                          **score_query(files, q["gold"], k)})
+    n = len(per_query)
+
+    def mean(key: str) -> float:
+        return round(sum(float(r[key]) for r in per_query) / n, 4) if n else 0.0
+
+    report = {"queries": n}
+    for cutoff in CUTOFFS:
+        report[f"recall@{cutoff}"] = mean(f"hit@{cutoff}")
+    report["gold_recall@5"] = mean("gold_found@5")
+    report["mrr"] = mean("rr")
+    report["per_query"] = per_query
+    return report

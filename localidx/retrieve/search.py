@@ -1,0 +1,282 @@
+"""Search: one query -> ranked chunk matches, from a BM25 arm and a vector arm fused in Python.
+
+Place in the flow: retrieve (after store; before rerank / expand / merge / serve). Read-only.
+
+Invariants:
+- One search reads one pinned table version (``ChunkStore.snapshot()``): both arms see the same rows.
+- Both arms are keyed by the chunk ``id`` and fused over the union of their lists (``localidx.retrieve.fusion``), so
+  a chunk found by only one arm still ranks; a row still waiting for its vector is found by BM25 alone.
+- Filters (language, kind, path glob) are prefilters on both arms, built with ``sql_str`` — never pasted raw.
+- The BM25 query is plain words: user text is reduced to word tokens (nothing the FTS parser could read as syntax)
+  plus the split words of its identifiers, the same way ``bm25_text`` was built (``verifyToken`` -> verify token).
+- An FTS failure never escapes as a traceback: hybrid search falls back to the vector arm, BM25-only search raises
+  ``UsageError`` with one line.
+- ``stale`` compares the row's ``file_hash`` (git blob id) with the file on disk now: the catalog's stat is the fast
+  path, the file is hashed only when its stat differs; a missing file is stale.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from localidx.errors import UsageError
+from localidx.retrieve import IndexNotReady, fusion as _fusion
+
+log = logging.getLogger(__name__)
+
+MODES = ("hybrid", "vector", "bm25")
+FUSIONS = ("linear", "rrf")
+
+# Chosen by `HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/eval/run_eval.py` (80 questions: click.jsonl 50 +
+# watchdog.jsonl 30; all-MiniLM-L6-v2 int8; full [META] enrich at META_VERSION 1; file-level, micro-averaged).
+# Recall@1 / Recall@5 / MRR:
+#   bm25 .750/.963/.837   vector .713/.975/.827   rrf .812/1.0/.897
+#   linear w=0.1 .750/.975/.843   w=0.3 .775/.988/.864   w=0.4 .812/1.0/.893   w=0.5 .825/1.0/.901
+#          w=0.6 .800/1.0/.891    w=0.7 .800/1.0/.887    w=0.9 .788/.988/.868
+# linear 0.5 has the best Recall@1 and MRR overall, as in every earlier run while enrich.py was being replaced (the
+# placeholder [META] included). rrf is one query behind at Recall@1 (best on watchdog alone); BM25 alone loses 6
+# queries at Recall@1 and vector alone 9.
+DEFAULT_FUSION = "linear"
+DEFAULT_VECTOR_WEIGHT = 0.5
+
+MAX_K = 100
+MIN_FETCH = 50  # per arm: enough candidates that fusion can promote a chunk ranked low by one arm
+
+_COLUMNS = ["id", "path", "start_line", "end_line", "symbol", "kind", "language", "title", "text", "signature",
+            "parent", "tags", "file_hash"]
+_QUERY_WORD = re.compile(r"\w+")
+
+
+@dataclass
+class Match:
+    """One chunk found by a search. Scores: ``score`` is the fused score; the arm scores are normalised to [0, 1]
+    within their arm's list, or None when that arm did not return the chunk."""
+
+    id: str
+    path: str
+    start_line: int
+    end_line: int
+    symbol: str
+    kind: str
+    language: str
+    title: str
+    score: float
+    vector_score: float | None
+    bm25_score: float | None
+    stale: bool
+    text: str
+    signature: str = ""
+    parent: str = ""
+    tags: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict of every field."""
+        return asdict(self)
+
+
+def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str | None = None,
+           path_glob: str | None = None, kind: str | None = None, fusion: str | None = None,
+           vector_weight: float | None = None) -> list[Match]:
+    """The ``k`` best chunks for ``query`` (k clamped to 1..100), best first.
+
+    ``mode``: ``hybrid`` (both arms fused), ``vector`` or ``bm25``. ``fusion``: ``linear`` (``vector_weight`` *
+    vector + (1 - weight) * BM25) or ``rrf``; None picks ``DEFAULT_FUSION`` / ``DEFAULT_VECTOR_WEIGHT``.
+    ``language`` and ``kind`` match exactly; ``path_glob`` is a glob over the repository-relative path (without a
+    ``/`` it matches a file or directory name anywhere). Raises ``UsageError`` for bad arguments and
+    ``IndexNotReady`` when nothing is indexed.
+    """
+    if not query or not query.strip():
+        raise UsageError("empty query")
+    if mode not in MODES:
+        raise UsageError(f"unknown search mode {mode!r} (choose from {', '.join(MODES)})")
+    fusion = fusion or DEFAULT_FUSION
+    if fusion not in FUSIONS:
+        raise UsageError(f"unknown fusion {fusion!r} (choose from {', '.join(FUSIONS)})")
+    weight = DEFAULT_VECTOR_WEIGHT if vector_weight is None else float(vector_weight)
+    if not 0.0 <= weight <= 1.0:
+        raise UsageError(f"vector weight must be between 0 and 1, got {weight}")
+    k = max(1, min(MAX_K, int(k)))
+
+    table = index.store.snapshot()
+    if table is None:
+        raise IndexNotReady("this work tree is not indexed yet: run `localidx index` first")
+    fetch = max(MIN_FETCH, 5 * k)
+    where = filter_clause(language=language, kind=kind, path_glob=path_glob)
+
+    rows: dict[str, dict] = {}
+    bm25_raw: dict[str, float] = {}
+    vector_raw: dict[str, float] = {}
+    bm25_order: list[str] = []
+    vector_order: list[str] = []
+    if mode in ("hybrid", "bm25"):
+        for row in _bm25_arm(table, query, where, fetch, required=mode == "bm25"):
+            if row["id"] not in bm25_raw:
+                bm25_raw[row["id"]] = float(row["_score"])
+                bm25_order.append(row["id"])
+                rows.setdefault(row["id"], row)
+    if mode in ("hybrid", "vector"):
+        for row in _vector_arm(table, index.embedder.embed_query(query), where, fetch):
+            if row["id"] not in vector_raw:
+                # Cosine distance is in [0, 2]; similarity keeps "higher is better" like the BM25 score.
+                vector_raw[row["id"]] = 1.0 - float(row["_distance"])
+                vector_order.append(row["id"])
+                rows.setdefault(row["id"], row)
+
+    bm25 = _fusion.normalize(bm25_raw)
+    vector = _fusion.normalize(vector_raw)
+    if mode == "bm25":
+        scores = bm25
+    elif mode == "vector":
+        scores = vector
+    elif fusion == "rrf":
+        scores = _fusion.rrf(vector_order, bm25_order)
+    else:
+        scores = _fusion.linear(vector, bm25, weight)
+
+    best = sorted(scores, key=lambda key: (-scores[key], rows[key]["path"], rows[key]["start_line"], key))[:k]
+    staleness = _Staleness(index)
+    return [_match(rows[key], scores[key], vector.get(key), bm25.get(key), staleness) for key in best]
+
+
+# -- the arms -------------------------------------------------------------------------------------------------
+
+
+def bm25_query_text(query: str) -> str:
+    """The words BM25 searches for: the query's word tokens plus the split words of its identifiers, deduplicated.
+
+    Only word characters survive, so quotes, colons, parentheses or operators in user text are never FTS syntax.
+    """
+    from localidx.enrich import split_identifier
+
+    words: dict[str, None] = {}
+    for token in _QUERY_WORD.findall(query):
+        words.setdefault(token.lower(), None)
+        for part in split_identifier(token):
+            words.setdefault(part, None)
+    return " ".join(words)
+
+
+def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool) -> list[dict]:
+    from lancedb.query import MatchQuery
+
+    from localidx.store.lance import FTS_COLUMN
+
+    text = bm25_query_text(query)
+    if not text:
+        return []
+    try:
+        # A MatchQuery is tokenised like the column, never parsed: no phrase, field or boolean syntax applies.
+        builder = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
+        if where:
+            builder = builder.where(where, prefilter=True)
+        return builder.select([*_COLUMNS, "_score"]).limit(fetch).to_list()
+    except Exception as exc:  # noqa: BLE001 - any FTS failure is reported in one line or answered by the other arm
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if required:
+            raise UsageError(f"full-text search failed ({reason}); run `localidx index` to rebuild it") from None
+        log.warning("full-text search failed, answering from vectors only: %s", reason)
+        return []
+
+
+def _vector_arm(table, vector, where: str | None, fetch: int) -> list[dict]:
+    clause = "vector IS NOT NULL" + (f" AND {where}" if where else "")
+    return (
+        table.search(vector, vector_column_name="vector")
+        .distance_type("cosine")
+        .where(clause, prefilter=True)
+        .select([*_COLUMNS, "_distance"])
+        .limit(fetch)
+        .to_list()
+    )
+
+
+# -- filters --------------------------------------------------------------------------------------------------
+
+
+def filter_clause(language: str | None = None, kind: str | None = None, path_glob: str | None = None) -> str | None:
+    """The SQL prefilter for the given filters (None when there are none); every value is quoted by ``sql_str``."""
+    from localidx.store.lance import sql_str
+
+    parts = []
+    if language:
+        parts.append(f"language = {sql_str(language)}")
+    if kind:
+        parts.append(f"kind = {sql_str(kind)}")
+    path_part = _path_clause(path_glob.strip()) if path_glob and path_glob.strip() else None
+    if path_part:
+        parts.append(path_part)
+    return " AND ".join(parts) if parts else None
+
+
+def _path_clause(glob: str) -> str | None:
+    from localidx.store.lance import glob_to_like, sql_str
+
+    pattern = glob[2:] if glob.startswith("./") else glob
+    pattern = pattern.lstrip("/")
+    anchored = "/" in pattern.rstrip("/")
+    pattern = pattern.rstrip("/")
+    if pattern.startswith("**/"):
+        anchored, pattern = False, pattern[3:]
+    if not pattern:  # "/", "./": the whole repository
+        return None
+    like = glob_to_like(pattern)
+    # As in .gitignore: a pattern names a file or a directory (then everything under it); without a slash it may
+    # sit at any depth, with one it is anchored at the repository root.
+    likes = [like, like + "/%"]
+    if not anchored:
+        likes += ["%/" + like, "%/" + like + "/%"]
+    return "(" + " OR ".join(f"path LIKE {sql_str(p)} ESCAPE '\\'" for p in likes) + ")"
+
+
+# -- results --------------------------------------------------------------------------------------------------
+
+
+class _Staleness:
+    """Whether a file changed on disk since it was indexed, cached per path for one search."""
+
+    def __init__(self, index):
+        self.root = Path(index.paths.root)
+        self.catalog = index.catalog
+        self._current: dict[str, str | None] = {}
+
+    def current_hash(self, path: str) -> str | None:
+        if path not in self._current:
+            self._current[path] = self._hash_now(path)
+        return self._current[path]
+
+    def _hash_now(self, path: str) -> str | None:
+        import pygit2
+
+        abs_path = self.root / path
+        try:
+            st = os.stat(abs_path)
+        except OSError:
+            return None
+        record = self.catalog.get(path)
+        if record is not None and record.mtime_ns == st.st_mtime_ns and record.size == st.st_size:
+            return record.file_hash
+        try:
+            return str(pygit2.hashfile(str(abs_path)))
+        except (OSError, pygit2.GitError):
+            return None
+
+    def is_stale(self, path: str, file_hash: str) -> bool:
+        current = self.current_hash(path)
+        return current is None or current != file_hash
+
+
+def _match(row: dict, score: float, vector_score: float | None, bm25_score: float | None,
+           staleness: _Staleness) -> Match:
+    from localidx.store.lance import decode_tags
+
+    return Match(
+        id=row["id"], path=row["path"], start_line=row["start_line"], end_line=row["end_line"],
+        symbol=row["symbol"] or "", kind=row["kind"] or "", language=row["language"] or "", title=row["title"] or "",
+        score=float(score), vector_score=vector_score, bm25_score=bm25_score,
+        stale=staleness.is_stale(row["path"], row["file_hash"] or ""), text=row["text"] or "",
+        signature=row["signature"] or "", parent=row["parent"] or "", tags=decode_tags(row["tags"] or ""),
+    )

@@ -1,0 +1,343 @@
+"""retrieve/search: hybrid search over a real LanceDB index of a real git repository (fake embedder unless marked).
+
+What a user would notice: words find identifiers in any spelling, both arms feed the ranking, filters hold (also for
+paths with quotes and spaces), stale results are flagged, and bad input is one clear error, never a traceback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import string
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from localidx.config import load_settings
+from localidx.errors import UsageError
+from localidx.indexer import open_index, run_index
+from localidx.retrieve import IndexNotReady, search
+
+QUOTED_DIR = "lib/it's here"
+
+FILES = {
+    "src/auth.py": (
+        "class Session:\n"
+        "    \"\"\"A signed-in user's session.\"\"\"\n\n"
+        "    def __init__(self, user):\n"
+        "        self.user = user\n\n\n"
+        "def verify_token(token, secret):\n"
+        "    \"\"\"Check the signature of a session token against the secret.\"\"\"\n"
+        "    return token.signature == secret\n"
+    ),
+    "web/client.js": "export function verifyToken(jwt) {\n  return jwt.split('.').length === 3;\n}\n",
+    "docs/guide.md": "# Guide\n\nRotate the signing key every month.\n",
+    f"{QUOTED_DIR}/odd file.py": "def quirky_helper():\n    return 'quirk'\n",
+    "pkg/a_b.py": "def underscore_marker():\n    return 1\n",
+    "pkg/axb.py": "def underscore_marker():\n    return 2\n",
+}
+
+
+def _settings(root: Path, home: Path, model: str = "fake"):
+    return load_settings(root, {"embed_model": model, "home": str(home)})
+
+
+@pytest.fixture
+def indexed(make_repo, tmp_path):
+    """(root, settings, open) for FILES indexed with the fake embedder; ``open()`` gives a fresh read-only Index."""
+    root = make_repo(FILES)
+    settings = _settings(root, tmp_path / "home")
+    run_index(root, True, settings)
+    opened = []
+
+    def open_():
+        index = open_index(root, True, settings, read_only=True)
+        opened.append(index)
+        return index
+
+    yield root, settings, open_
+    for index in opened:
+        index.close()
+
+
+def _paths(matches) -> list[str]:
+    return [m.path for m in matches]
+
+
+def _colliding_word(word: str) -> str:
+    """A nonsense word the fake embedder maps to exactly the vector of ``word``: vector-similar, yet no shared text."""
+    from localidx.embed.fake import FakeEmbedder
+
+    fake = FakeEmbedder()
+    target = fake.embed_query(word)
+    for letters in itertools.product(string.ascii_lowercase, repeat=5):
+        candidate = "zq" + "".join(letters)
+        if np.allclose(fake.embed_query(candidate), target):
+            return candidate
+    raise AssertionError("no collision found")
+
+
+# -- fusion ---------------------------------------------------------------------------------------------------
+
+
+def test_fusion_arithmetic():
+    from localidx.retrieve import fusion
+
+    assert fusion.normalize({"a": 7.0}) == {"a": 1.0}  # a single hit is the best hit
+    assert fusion.normalize({"a": 3.0, "b": 1.0, "c": 2.0}) == {"a": 1.0, "b": 0.0, "c": 0.5}
+    fused = fusion.linear({"a": 1.0, "b": 0.5}, {"b": 1.0, "c": 1.0}, vector_weight=0.25)
+    assert fused == {"a": 0.25, "b": 0.875, "c": 0.75}  # a missing arm counts 0, the union is kept
+    assert fusion.rrf(["a", "b"], ["b"]) == {"a": 1 / 61, "b": 1 / 62 + 1 / 61}
+
+
+# -- finding things -------------------------------------------------------------------------------------------
+
+
+def test_words_find_identifiers_in_either_spelling(indexed):
+    _root, _settings_, open_ = indexed
+    matches = search(open_(), "verify token", k=5)
+    top = {(m.path, m.symbol) for m in matches[:3]}
+    assert ("src/auth.py", "verify_token") in top
+    assert ("web/client.js", "verifyToken") in top
+    for m in matches[:2]:
+        # Found by both arms under the same chunk id: the fusion keys match.
+        assert m.vector_score is not None and m.bm25_score is not None
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("verifyToken", "src/auth.py"),  # camelCase query -> "verify token" -> the snake_case definition
+    ("verify_token", "web/client.js"),  # snake_case query -> the camelCase definition
+])
+def test_identifier_queries_find_the_other_spelling(indexed, query, expected):
+    _root, _settings_, open_ = indexed
+    assert expected in _paths(search(open_(), query, k=5, mode="bm25"))
+
+
+@pytest.mark.parametrize("query", [
+    '"verify token"', "verify:token", "(verify) AND token*", "it's", "verify\\token", "-- OR NOT", "token~2 ^3",
+    "über token", '"',
+])
+def test_any_user_text_is_a_valid_query(indexed, query):
+    _root, _settings_, open_ = indexed
+    index = open_()
+    for mode in ("bm25", "hybrid"):
+        results = search(index, query, mode=mode)
+        assert isinstance(results, list)
+
+
+def test_vector_only_hit_is_kept(indexed, make_repo, tmp_path):
+    # "quota" appears nowhere; a nonsense word with the same fake vector does. BM25 cannot find that file, the vector
+    # arm can: it must survive fusion, reported with a vector score and no BM25 score.
+    twin = _colliding_word("quota")
+    # Repeated, so that the twin dominates the chunk's vector over the words of its [META] header.
+    root = make_repo({**FILES, "ops/limits.py": f"def check():\n    return '{' '.join([twin] * 4)}'\n"}, name="repo2")
+    settings = _settings(root, tmp_path / "home2")
+    run_index(root, True, settings)
+    index = open_index(root, True, settings, read_only=True)
+    try:
+        matches = search(index, "quota session", k=10)
+        by_path = {m.path: m for m in matches}
+        assert "ops/limits.py" in by_path
+        limits = by_path["ops/limits.py"]
+        assert limits.bm25_score is None and limits.vector_score is not None
+        vector_only = [m for m in matches if m.bm25_score is None]
+        assert vector_only[0].path == "ops/limits.py"  # the closest of the chunks BM25 cannot see
+        session = next(m for m in matches if m.symbol == "Session")
+        assert session.bm25_score is not None and session.vector_score is not None
+    finally:
+        index.close()
+
+
+def test_bm25_only_hit_can_rank_first(indexed):
+    # A file added and written without vectors yet (embedding deferred): only BM25 knows it.
+    root, settings, open_ = indexed
+    (root / "fresh").mkdir()
+    (root / "fresh" / "new_module.py").write_text("def tune_xylophone(mallet):\n    return mallet\n")
+    run_index(root, True, settings, embed=False)
+    index = open_()
+    fresh = next(m for m in search(index, "xylophone mallet", k=10) if m.path == "fresh/new_module.py")
+    assert fresh.vector_score is None and fresh.bm25_score == 1.0
+    best = search(index, "xylophone mallet", k=10, fusion="linear", vector_weight=0.3)[0]
+    assert best.path == "fresh/new_module.py"
+    assert best.vector_score is None and best.bm25_score == 1.0
+
+
+def test_rows_without_vectors_answer_in_hybrid_mode(make_repo, tmp_path):
+    root = make_repo(FILES)
+    settings = _settings(root, tmp_path / "home")
+    stats = run_index(root, True, settings, embed=False)
+    assert stats.chunks_pending > 0
+    index = open_index(root, True, settings, read_only=True)
+    try:
+        matches = search(index, "verify token")
+        assert "src/auth.py" in _paths(matches)
+        assert all(m.vector_score is None and m.bm25_score is not None for m in matches)
+        assert search(index, "verify token", mode="vector") == []
+    finally:
+        index.close()
+
+
+def test_modes_restrict_to_one_arm(indexed):
+    _root, _settings_, open_ = indexed
+    index = open_()
+    bm25 = search(index, "signing key", mode="bm25")
+    assert bm25 and all(m.vector_score is None and m.bm25_score is not None for m in bm25)
+    vector = search(index, "signing key", mode="vector")
+    assert vector and all(m.bm25_score is None and m.vector_score is not None for m in vector)
+    assert vector[0].score == 1.0
+
+
+@pytest.mark.parametrize("fusion", ["linear", "rrf"])
+def test_results_are_unique_and_sorted(indexed, fusion):
+    _root, _settings_, open_ = indexed
+    matches = search(open_(), "verify token session user", k=20, fusion=fusion)
+    assert len({m.id for m in matches}) == len(matches)
+    scores = [m.score for m in matches]
+    assert scores == sorted(scores, reverse=True)
+    json.dumps([m.to_dict() for m in matches])  # JSON-ready, tags decoded to a dict
+    assert all(isinstance(m.tags, dict) for m in matches)
+
+
+def test_k_is_clamped(indexed):
+    _root, _settings_, open_ = indexed
+    index = open_()
+    assert len(search(index, "verify token", k=0)) == 1
+    assert len(search(index, "verify token", k=1000)) <= 100
+
+
+# -- filters --------------------------------------------------------------------------------------------------
+
+
+def test_language_and_kind_filters(indexed):
+    _root, _settings_, open_ = indexed
+    index = open_()
+    js = search(index, "verify token", language="javascript")
+    assert js and {m.language for m in js} == {"javascript"}
+    classes = search(index, "session user", kind="class")
+    assert classes and {m.kind for m in classes} == {"class"}
+    assert search(index, "verify token", language="it's") == []  # a quote in a value is data, not SQL
+
+
+@pytest.mark.parametrize("glob, expected", [
+    ("*.py", {"src/auth.py", f"{QUOTED_DIR}/odd file.py", "pkg/a_b.py", "pkg/axb.py"}),
+    ("src/", {"src/auth.py"}),
+    ("src/**", {"src/auth.py"}),
+    (f"{QUOTED_DIR}/*.py", {f"{QUOTED_DIR}/odd file.py"}),
+    ("odd file.py", {f"{QUOTED_DIR}/odd file.py"}),  # no slash: matches at any depth
+    ("it's here", {f"{QUOTED_DIR}/odd file.py"}),  # a directory name: everything under it
+    ("pkg/a_b.py", {"pkg/a_b.py"}),  # "_" is literal, not LIKE's any-character
+    ("**/a?b.py", {"pkg/a_b.py", "pkg/axb.py"}),
+    ("./src/auth.py", {"src/auth.py"}),
+    ("/", set(FILES)),
+])
+def test_path_glob_filter(indexed, glob, expected):
+    _root, _settings_, open_ = indexed
+    query = "verify token session quirky helper underscore marker signing"
+    assert set(_paths(search(open_(), query, k=50, path_glob=glob))) == expected
+
+
+# -- staleness ------------------------------------------------------------------------------------------------
+
+
+def test_stale_flag_follows_the_files_on_disk(indexed):
+    root, settings, open_ = indexed
+    assert not any(m.stale for m in search(open_(), "verify token", k=20))
+
+    os.utime(root / "web" / "client.js")  # a new stat, the same content: hashed, still fresh
+    (root / "src" / "auth.py").write_text(FILES["src/auth.py"] + "\n# edited\n")
+    matches = search(open_(), "verify token", k=20)
+    assert {m.path for m in matches if m.stale} == {"src/auth.py"}
+
+    run_index(root, True, settings)
+    assert not any(m.stale for m in search(open_(), "verify token", k=20))
+
+    (root / "web" / "client.js").unlink()
+    matches = search(open_(), "verify token", k=20)
+    assert {m.path for m in matches if m.stale} == {"web/client.js"}
+
+
+# -- errors ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"query": ""}, "empty query"),
+    ({"query": "  \n\t"}, "empty query"),
+    ({"query": "x", "mode": "fuzzy"}, "unknown search mode"),
+    ({"query": "x", "fusion": "max"}, "unknown fusion"),
+    ({"query": "x", "vector_weight": 1.5}, "vector weight"),
+])
+def test_bad_arguments_are_usage_errors(indexed, kwargs, message):
+    _root, _settings_, open_ = indexed
+    with pytest.raises(UsageError, match=message):
+        search(open_(), **kwargs)
+
+
+def test_unindexed_work_tree_says_how_to_fix_it(make_repo, tmp_path):
+    root = make_repo({"a.py": "x = 1\n"})
+    index = open_index(root, True, _settings(root, tmp_path / "home"), read_only=True)
+    try:
+        with pytest.raises(IndexNotReady, match="localidx index"):
+            search(index, "anything")
+    finally:
+        index.close()
+
+
+def test_full_text_failure_is_one_line_or_a_fallback(indexed, monkeypatch):
+    import lancedb.query
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("inverted index is corrupt\nwith details on a second line")
+
+    monkeypatch.setattr(lancedb.query, "MatchQuery", broken)
+    _root, _settings_, open_ = indexed
+    index = open_()
+    matches = search(index, "verify token")
+    assert matches and all(m.bm25_score is None for m in matches)
+    with pytest.raises(UsageError) as raised:
+        search(index, "verify token", mode="bm25")
+    assert "\n" not in str(raised.value) and "inverted index is corrupt" in str(raised.value)
+
+
+# -- the real model -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.real_model
+def test_real_default_model_loads_offline_and_finds_by_meaning(make_repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("LOCALIDX_CACHE_DIR", str(tmp_path / "cache"))  # assemble the model from scratch, offline
+    root = make_repo({
+        "mailer.py": (
+            "import smtplib\n\n\n"
+            "def send_email(recipient, subject, body):\n"
+            "    \"\"\"Deliver a message to the recipient's mailbox over SMTP.\"\"\"\n"
+            "    with smtplib.SMTP('localhost') as server:\n"
+            "        server.sendmail('noreply@example.com', [recipient], f'Subject: {subject}\\n\\n{body}')\n"
+        ),
+        "images.py": (
+            "from PIL import Image\n\n\n"
+            "def make_thumbnail(path, size=(128, 128)):\n"
+            "    \"\"\"Shrink a picture to a small preview.\"\"\"\n"
+            "    image = Image.open(path)\n"
+            "    image.thumbnail(size)\n"
+            "    return image\n"
+        ),
+        "ledger.py": (
+            "import csv\n\n\n"
+            "def total_spent(path):\n"
+            "    \"\"\"Sum the amounts column of a bank statement export.\"\"\"\n"
+            "    with open(path, newline='') as fh:\n"
+            "        return sum(float(row['amount']) for row in csv.DictReader(fh))\n"
+        ),
+    })
+    settings = load_settings(root, {"home": str(tmp_path / "home")})
+    stats = run_index(root, True, settings)
+    assert stats.chunks_pending == 0 and stats.model.startswith("all-MiniLM-L6-v2")
+    index = open_index(root, True, settings, read_only=True)
+    try:
+        assert search(index, "notify a customer by e-mail", mode="vector")[0].path == "mailer.py"
+        assert search(index, "resize a photo", mode="vector")[0].path == "images.py"
+        assert search(index, "how much money did I spend", k=3)[0].path == "ledger.py"
+    finally:
+        index.close()
