@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import logging
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -194,7 +195,7 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
                 decorators.append((node.start_byte, node.end_byte, _text(data, node)))
         elif role == "reference.call" and "name" in caps:
             node = caps["reference.call"][0]
-            name = _text(data, caps["name"][-1])
+            name = sys.intern(_text(data, caps["name"][-1]))  # the same few names recur in every chunk
             calls.append((node.start_byte, node.start_point[0] + 1, name))
         elif role == "route" and "route.path" in caps:
             node = caps["route"][0]

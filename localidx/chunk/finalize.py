@@ -1,4 +1,4 @@
-"""Finalize: give draft chunks their identity, token counts, tags and [META] search text.
+"""Finalize: give draft chunks their identity, token counts, tags and [META] header.
 
 Identity is content-addressed and positional: the same file content at the same path gives the same ids on every
 run and machine. ``id`` = SHA-256 of (path, kind, lines, part index, content hash), 32 hex digits;
@@ -18,7 +18,7 @@ def _sha(text: str) -> str:
 
 
 def finalize(chunks: list[Chunk], ctx: FileContext) -> list[Chunk]:
-    """Fill ``id``, hashes, ``token_count``, ``parent_id``, ``tags`` and ``search_text`` of a file's drafts."""
+    """Fill ``id``, hashes, ``token_count``, ``parent_id``, ``tags`` and ``header`` of a file's drafts."""
     counts = tokens.count_many([c.text for c in chunks])
     for chunk, count in zip(chunks, counts):
         chunk.content_hash = _sha(chunk.text)
@@ -32,5 +32,5 @@ def finalize(chunks: list[Chunk], ctx: FileContext) -> list[Chunk]:
         if ctx.invalid_utf8:
             chunk.tags["invalid_utf8"] = True
         chunk.tags = enrich.tags(chunk, ctx)
-        chunk.search_text = enrich.search_text(chunk, ctx, chunk.token_count)
+        chunk.header = enrich.header(chunk, ctx, chunk.token_count)
     return chunks

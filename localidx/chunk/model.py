@@ -2,7 +2,7 @@
 
 A ``Chunk`` is born as a draft (kind, lines, text, symbol facts) in one of the chunkers under ``localidx.chunk``;
 ``localidx.chunk.finalize`` then gives it its identity (``id``, ``span_hash``, ``content_hash``), its token count and
-its ``search_text`` (the [META] header from ``localidx.enrich`` plus the text). Nothing downstream edits a chunk.
+its [META] ``header`` from ``localidx.enrich``; ``search_text`` is the header plus the text. Nothing downstream edits a chunk.
 
 Invariants:
 - ``start_line``/``end_line`` are 1-based and inclusive, and always refer to the original file, also after redaction.
@@ -54,11 +54,17 @@ class Chunk:
     span_hash: str = ""
     content_hash: str = ""
     token_count: int = 0
-    search_text: str = ""
+    header: str = ""  # the [META] lines (localidx.enrich)
+
+    @property
+    def search_text(self) -> str:
+        """What BM25 and the embedder read: the [META] header, a newline, the text (derived, so not stored twice)."""
+        return f"{self.header}\n{self.text}" if self.header else self.text
 
     def to_dict(self) -> dict:
         record = asdict(self)
         del record["parent_index"]
+        record["search_text"] = self.search_text
         return record
 
 
