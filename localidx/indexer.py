@@ -280,15 +280,20 @@ def run_index(root: Path, in_git: bool, settings: Settings, only: list[str] | No
     with WriteLock(lock_path, wait_s=wait_s):
         index = open_index(root, in_git, settings)
         try:
-            return _run(index, root, settings, only, rebuild, embed, progress or (lambda *a, **k: None))
+            return update(index, root, settings, only=only, rebuild=rebuild, embed=embed, progress=progress)
         finally:
             index.close()
 
 
-def _run(index: Index, root: Path, settings: Settings, only, rebuild, embed, progress) -> RunStats:
+def update(index: Index, root: Path, settings: Settings, only: list[str] | None = None, rebuild: bool = False,
+           embed: bool = True, progress=None, should_stop=None) -> RunStats:
+    """One indexing pass over an opened index. The caller holds the write lock (``run_index`` does; the daemon holds
+    it for its lifetime). ``should_stop`` is asked between embedding batches: when it returns True the pass ends
+    with vectors still pending, to be filled by a later pass."""
     from localidx.discover import discover
     from localidx.store.catalog import FileRecord
 
+    progress = progress or (lambda *a, **k: None)
     stats = RunStats(model=index.embedder.model_id, started_at=time.time())
     started = time.perf_counter()
     store, catalog = index.store, index.catalog
@@ -391,7 +396,7 @@ def _run(index: Index, root: Path, settings: Settings, only, rebuild, embed, pro
     catalog.set_dirty(False)
 
     if embed:
-        _fill_vectors(index, stats, progress)
+        _fill_vectors(index, stats, progress, should_stop)
     stats.chunks_pending = len(store.pending_vectors())
     stats.duration_s = round(time.perf_counter() - started, 3)
     catalog.set_last_run(stats.to_dict())
@@ -401,7 +406,7 @@ def _run(index: Index, root: Path, settings: Settings, only, rebuild, embed, pro
 EMBED_COMMIT_ROWS = 256  # vectors per LanceDB commit: small enough that a stopped run loses little
 
 
-def _fill_vectors(index: Index, stats: RunStats, progress) -> None:
+def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> None:
     """Embed the rows that have no vector yet, highest priority first, through the content-addressed cache."""
     from localidx.embed import embedding_input
 
@@ -432,6 +437,8 @@ def _fill_vectors(index: Index, stats: RunStats, progress) -> None:
         elapsed = time.perf_counter() - started
         rate = stats.chunks_embedded / elapsed if elapsed > 0 else 0.0
         progress("embed", done=done, total=total, rate=rate)
+        if should_stop is not None and should_stop():
+            break
     stats.embed_s = round(time.perf_counter() - started, 3)
     stats.rate = round(stats.chunks_embedded / stats.embed_s, 2) if stats.embed_s else 0.0
     store.ensure_indexes()
