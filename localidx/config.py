@@ -43,6 +43,10 @@ class Settings:
     embed_model: str = "sentence-transformers/all-MiniLM-L6-v2"  # "fake" selects the test hasher
     embed_threads: int = 0  # ONNX Runtime threads; 0: its default (every core)
     write_batch_rows: int = 2000  # rows per LanceDB commit while indexing
+    # The daemon and its watcher.
+    daemon_idle_s: float = 3600.0  # stop after this long without a request or a change; 0: never
+    watch: bool = True  # the daemon watches the work tree (else only hooks and requests reach it)
+    watch_debounce_s: float = 0.3  # quiet time before a burst of file events becomes one batch
 
     def replace(self, **changes) -> "Settings":
         return dataclasses.replace(self, **changes)
