@@ -338,9 +338,18 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
         if not batch_paths:
             return
         cached = store.cache_get([r["embed_key"] for r in batch_rows])
+        stats.chunks_reused += sum(1 for r in batch_rows if r["embed_key"] in cached)
+        missing = {}
+        for row in batch_rows:
+            if row["embed_key"] not in cached:
+                missing.setdefault(row["embed_key"], row["search_text"])
+        if embed and 0 < len(missing) <= INLINE_EMBED_MAX:
+            # A few new texts (an edit): embed them now and write rows and vectors in one commit; filling them in
+            # later costs a merge over the whole table (seconds at 100k rows).
+            cached.update(_embed_texts(index, missing))
+            stats.chunks_embedded += len(missing)
         for row in batch_rows:
             row["vector"] = cached.get(row["embed_key"])
-        stats.chunks_reused += sum(1 for r in batch_rows if r["vector"] is not None)
         store.replace_files(list(batch_paths), list(batch_rows))
         catalog.put(list(batch_records))
         stats.chunks_written += len(batch_rows)
@@ -398,18 +407,39 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
     if embed:
         _fill_vectors(index, stats, progress, should_stop)
     stats.chunks_pending = len(store.pending_vectors())
+    if stats.chunks_written or stats.chunks_embedded or stats.files_deleted:
+        _compact_now_and_then(index)
     stats.duration_s = round(time.perf_counter() - started, 3)
     catalog.set_last_run(stats.to_dict())
     return stats
 
 
 EMBED_COMMIT_ROWS = 256  # vectors per LanceDB commit: small enough that a stopped run loses little
+COMPACT_EVERY_VERSIONS = 64  # table versions (commits) between compactions
+INLINE_EMBED_MAX = 64  # new texts in a write batch that are embedded before it is written rather than after
+
+
+def _compact_now_and_then(index: Index) -> None:
+    """Fold small commits together and drop old versions once enough commits have piled up: every batch and vector
+    fill is a commit, and without this the table grew to 4.7x its live size (benchmarks/index.py)."""
+    version = index.store.version()
+    last = int(index.catalog.get_meta("compacted_at_version", "0") or 0)
+    if version - last >= COMPACT_EVERY_VERSIONS:
+        index.store.compact()
+        index.catalog.set_meta("compacted_at_version", str(index.store.version()))
+
+
+def _embed_texts(index: Index, texts_by_key: dict[str, str]) -> dict:
+    """Embed search texts (by embedding key) and put them in the cache; returns key -> vector."""
+    from localidx.embed import embedding_input
+
+    vectors = index.embedder.embed([embedding_input(t) for t in texts_by_key.values()])
+    index.store.cache_put(list(texts_by_key), vectors)
+    return dict(zip(texts_by_key, vectors))
 
 
 def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> None:
     """Embed the rows that have no vector yet, highest priority first, through the content-addressed cache."""
-    from localidx.embed import embedding_input
-
     store = index.store
     pending = store.pending_vectors()
     if not pending:
@@ -425,11 +455,9 @@ def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> 
         missing = {}
         for r in rows:
             if r["embed_key"] not in cached:
-                missing.setdefault(r["embed_key"], embedding_input(r["search_text"]))
+                missing.setdefault(r["embed_key"], r["search_text"])
         if missing:
-            vectors = index.embedder.embed(list(missing.values()))
-            store.cache_put(list(missing), vectors)
-            cached.update(zip(missing, vectors))
+            cached.update(_embed_texts(index, missing))
             stats.chunks_embedded += len(missing)
         stats.chunks_reused += len(rows) - len(missing)
         store.set_vectors([r["id"] for r in rows], [_as_array(cached[r["embed_key"]]) for r in rows])

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 FTS_COLUMN = "bm25_text"
 ANN_MIN_ROWS = 50_000  # below this, exact search is fast enough and an index costs minutes to build on 2 cores
+OPTIMIZE_MIN_ROWS = 2_000  # rows outside the full-text index before it is worth folding them in
 _PK = {"lance-schema:unenforced-primary-key": "true"}
 
 
@@ -228,7 +229,11 @@ class ChunkStore:
         if (FTS_COLUMN,) not in indices:
             table.create_index(FTS_COLUMN, config=FTS(with_position=False), replace=True)
         else:
-            table.optimize()  # folds rows added since into the full-text index (they are searched flat until then)
+            # Rows added since the index was built are searched flat, so folding them in only restores speed; it
+            # costs seconds at 100k rows, so it waits until enough rows are outside the index.
+            unindexed = table.index_stats(indices[(FTS_COLUMN,)].name).num_unindexed_rows
+            if unindexed > max(OPTIMIZE_MIN_ROWS, table.count_rows() // 20):
+                table.optimize()
         rows = table.count_rows()
         if rows >= ANN_MIN_ROWS and ("vector",) not in indices:
             with_vectors = table.count_rows("vector IS NOT NULL")
@@ -236,12 +241,18 @@ class ChunkStore:
                 log.info("building the ANN index over %d vectors", with_vectors)
                 table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ")
 
+    def version(self) -> int:
+        return self.table().version if self.exists() else 0
+
     def compact(self) -> None:
-        """Fold small commits together and drop old versions (the single writer may; readers re-open)."""
+        """Fold small commits together and drop versions older than a few minutes (only the single writer calls
+        this; a reader pins the latest version when it starts a query, so the grace period covers it)."""
         from datetime import timedelta
 
         if self.exists():
             self.table().optimize(cleanup_older_than=timedelta(minutes=5))
+        if self.cache_name in self._names():
+            self._cache().optimize(cleanup_older_than=timedelta(minutes=5))
 
 
 def decode_tags(raw: str) -> dict:
