@@ -152,18 +152,30 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
         return
     if kinds or limit_files:
         raise UsageError("--include-kinds and --limit-files only apply to --dry-run")
-    stats = run_index(root, in_git, settings, only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s,
-                      progress=_Progress(quiet or as_json))
+    client = _running_daemon(root, in_git, settings)
+    if client is not None:
+        # The daemon holds the write lock: it runs the update (and always embeds) and answers with the run's record.
+        with client:
+            if rebuild:
+                raise UsageError("a daemon owns this index: stop it (`localidx daemon stop`) to --rebuild")
+            if not (quiet or as_json):
+                click.echo(f"indexing through the daemon (pid {client.hello['pid']})", err=True)
+            params = {"wait": True, "reason": "localidx index", **({"paths": only} if only else {})}
+            stats = client.request("index/reindex", params, timeout=None)
+    else:
+        stats = run_index(root, in_git, settings, only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s,
+                          progress=_Progress(quiet or as_json)).to_dict()
     if as_json:
-        _echo_json(stats.to_dict())
+        _echo_json(stats)
         return
-    click.echo(f"indexed {root}: {stats.files_processed} files chunked, {stats.files_unchanged} unchanged, "
-               f"{stats.files_deleted} deleted, {stats.files_skipped} skipped")
-    click.echo(f"  chunks: {stats.chunks_written} written, {stats.chunks_deleted} deleted, {stats.chunks_embedded} "
-               f"embedded, {stats.chunks_reused} vectors reused, {stats.chunks_pending} waiting for vectors")
-    click.echo(f"  {stats.duration_s:.2f} s (write {stats.write_s:.2f} s, embed {stats.embed_s:.2f} s"
-               f"{f', {stats.rate} chunks/s' if stats.rate else ''})")
-    for err in stats.errors[:10]:
+    click.echo(f"indexed {root}: {stats['files_processed']} files chunked, {stats['files_unchanged']} unchanged, "
+               f"{stats['files_deleted']} deleted, {stats['files_skipped']} skipped")
+    click.echo(f"  chunks: {stats['chunks_written']} written, {stats['chunks_deleted']} deleted, "
+               f"{stats['chunks_embedded']} embedded, {stats['chunks_reused']} vectors reused, "
+               f"{stats['chunks_pending']} waiting for vectors")
+    rate = f", {stats['rate']} chunks/s" if stats["rate"] else ""
+    click.echo(f"  {stats['duration_s']:.2f} s (write {stats['write_s']:.2f} s, embed {stats['embed_s']:.2f} s{rate})")
+    for err in stats["errors"][:10]:
         click.echo(f"  sentinel: {err['path']}: {err['reason']}")
 
 
@@ -172,10 +184,18 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
 def status(as_json: bool) -> None:
     """Where the index is, what it holds, and whether it is up to date (READY, STALE, EMPTY, INDEXING)."""
     from localidx.discover import find_root
-    from localidx.status import index_status
 
     root, in_git = find_root(Path.cwd())
-    report = index_status(root, in_git, _settings(root))
+    settings = _settings(root)
+    client = _running_daemon(root, in_git, settings)
+    if client is not None:
+        with client:
+            report = client.request("index/status", timeout=REQUEST_TIMEOUT_S)
+        report.pop("daemon", None)  # the same report either way; `localidx daemon status` shows the daemon
+    else:
+        from localidx.status import index_status
+
+        report = index_status(root, in_git, settings)
     if as_json:
         _echo_json(report)
         return
@@ -229,6 +249,20 @@ def _print_dry_run(report) -> None:
             click.echo(f"    ... and {len(report.skipped_files) - 50} more (--json lists all)")
 
 
+REQUEST_TIMEOUT_S = 300.0  # a query or status answered by the daemon; a hung daemon must not hang the shell forever
+
+
+def _running_daemon(root: Path, in_git: bool, settings):
+    """A connection to this work tree's daemon when one runs (warm model, no lancedb import here), else None."""
+    from localidx.client import DaemonUnavailable, connect
+    from localidx.errors import ConfigError
+
+    try:
+        return connect(root, in_git, settings)
+    except (DaemonUnavailable, ConfigError):
+        return None
+
+
 def _open_for_reading(root: Path, in_git: bool, settings):
     from localidx.indexer import open_index
 
@@ -247,27 +281,37 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
            as_json: bool) -> None:
     """Search the index: BM25 and vectors fused; prints path:start-end, symbol, score and a snippet."""
     from localidx.discover import find_root
-    from localidx.retrieve import search as run_search
 
     if kind:
         _parse_kinds(kind)
     root, in_git = find_root(Path.cwd())
-    index = _open_for_reading(root, in_git, _settings(root))
-    try:
-        matches = run_search(index, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind)
-    finally:
-        index.close()
+    settings = _settings(root)
+    client = _running_daemon(root, in_git, settings)
+    if client is not None:
+        params = {"query": query, "k": k, "mode": mode,
+                  **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind)) if value}}
+        with client:
+            matches = client.request("search/query", params, timeout=REQUEST_TIMEOUT_S)["matches"]
+    else:
+        from localidx.retrieve import search as run_search
+
+        index = _open_for_reading(root, in_git, settings)
+        try:
+            found = run_search(index, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind)
+            matches = [m.to_dict() for m in found]
+        finally:
+            index.close()
     if as_json:
-        _echo_json({"matches": [m.to_dict() for m in matches]})
+        _echo_json({"matches": matches})
         return
     if not matches:
         click.echo("no matches", err=True)
         return
     for m in matches:
-        label = m.symbol or m.title
-        stale = "  [stale: file changed since indexed]" if m.stale else ""
-        click.echo(f"{m.path}:{m.start_line}-{m.end_line}  {label}  {m.score:.3f}{stale}")
-        snippet = [line for line in m.text.splitlines() if line.strip()][:3]
+        label = m["symbol"] or m["title"]
+        stale = "  [stale: file changed since indexed]" if m["stale"] else ""
+        click.echo(f"{m['path']}:{m['start_line']}-{m['end_line']}  {label}  {m['score']:.3f}{stale}")
+        snippet = [line for line in m["text"].splitlines() if line.strip()][:3]
         for line in snippet:
             click.echo(f"    {line.strip()[:110]}")
 
@@ -298,6 +342,199 @@ def eval_(queries: Path, mode: str, fusion: str | None, vector_weight: float | N
     click.echo(f"{report['queries']} queries, mode {mode}")
     for key in ("recall@1", "recall@5", "recall@10", "mrr"):
         click.echo(f"  {key:<10} {report[key]:.3f}")
+
+
+@cli.group()
+def hooks() -> None:
+    """Git hooks that keep the index fresh after commit, checkout, merge and rebase (LOCALIDX=0 skips them)."""
+
+
+def _hooks_root() -> Path:
+    from localidx.discover import find_root
+
+    root, in_git = find_root(Path.cwd())
+    if not in_git:
+        raise UsageError(f"{root} is not in a git repository; hooks need one")
+    return root
+
+
+def _print_hooks(report, title: str) -> None:
+    click.echo(f"{title} {report.hooks_dir}")
+    for hook in report.hooks:
+        action = report.actions.get(hook.type)
+        line = f"  {hook.type:<14} {action or hook.state}"
+        if hook.legacy:
+            line += f"  (runs {Path(hook.legacy).name} first)"
+        if hook.python and not hook.python_exists:
+            line += f"  (its interpreter {hook.python} is gone: run `localidx hooks install` again)"
+        click.echo(line)
+
+
+@hooks.command(name="install")
+@click.option("--force", is_flag=True, help="Install even where core.hooksPath points (another tool's directory).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+def hooks_install(force: bool, as_json: bool) -> None:
+    """Install post-commit, post-checkout, post-merge and post-rewrite hooks; a hook already there runs first."""
+    from localidx import githooks
+
+    report = githooks.install(_hooks_root(), force=force)
+    if as_json:
+        _echo_json(report.to_dict())
+        return
+    _print_hooks(report, "localidx hooks in")
+    click.echo("  each hook queues what changed and reindexes it in the background; LOCALIDX=0 skips them")
+    if report.index_exists is False:
+        click.echo("  no index yet: the first hook builds it in the background (`localidx index` builds it now)")
+
+
+@hooks.command(name="uninstall")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+def hooks_uninstall(as_json: bool) -> None:
+    """Remove localidx's hooks and put back the hooks they chained."""
+    from localidx import githooks
+
+    report = githooks.uninstall(_hooks_root())
+    _echo_json(report.to_dict()) if as_json else _print_hooks(report, "localidx hooks removed from")
+
+
+@hooks.command(name="status")
+@click.option("--json", "as_json", is_flag=True, help="Print the state of each hook as JSON.")
+def hooks_status(as_json: bool) -> None:
+    """Each hook: ours, chained (ours, running a previous hook first), foreign or missing."""
+    from localidx import githooks
+
+    report = githooks.status(_hooks_root())
+    if as_json:
+        _echo_json(report.to_dict())
+        return
+    _print_hooks(report, "hooks dir")
+    if report.core_hooks_path:
+        click.echo(f"  core.hooksPath = {report.core_hooks_path}")
+    if report.queued_events:
+        click.echo(f"  {report.queued_events} hook event(s) waiting to be indexed")
+
+
+@cli.command(name="hook-run", hidden=True, context_settings={"ignore_unknown_options": True})
+@click.option("--git-pid", type=int, default=None, help="Wait for this git process to exit first.")
+@click.option("--pre-commit", "from_pre_commit", is_flag=True, help="Take the hook from pre-commit's variables.")
+@click.argument("hook_type", required=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def hook_run(git_pid: int | None, from_pre_commit: bool, hook_type: str | None, args: tuple[str, ...]) -> None:
+    """Run by the git hooks: queue HOOK_TYPE's event, or (without one) reindex what is queued. Always exits 0."""
+    from localidx.githooks import hook_run as run_hook
+
+    run_hook(hook_type, list(args), git_pid=git_pid, from_pre_commit=from_pre_commit)
+
+
+@cli.group(name="daemon")
+def daemon_group() -> None:
+    """The background daemon: keeps the index current (watcher, git hooks) and answers searches with a warm model."""
+
+
+def _here():
+    from localidx.discover import find_root
+
+    root, in_git = find_root(Path.cwd())
+    return root, in_git, _settings(root)
+
+
+@daemon_group.command(name="start")
+def daemon_start() -> None:
+    """Start this work tree's daemon in the background, or find the one running; prints its pid and socket."""
+    from localidx.client import start_daemon
+
+    hello, started = start_daemon(*_here())
+    what = "daemon started" if started else "daemon already running"
+    click.echo(f"{what}: pid {hello['pid']}, socket {hello['daemon']['socket']}")
+
+
+@daemon_group.command(name="stop")
+def daemon_stop() -> None:
+    """Stop this work tree's daemon and wait until it has exited."""
+    from localidx.client import stop_daemon
+    from localidx.daemon.lifecycle import daemon_paths
+
+    pid = stop_daemon(daemon_paths(*_here()))
+    click.echo(f"daemon stopped (pid {pid})" if pid else "no daemon running")
+
+
+@daemon_group.command(name="status")
+@click.option("--json", "as_json", is_flag=True, help="Print the daemon's state as JSON.")
+def daemon_status(as_json: bool) -> None:
+    """Whether a daemon serves this work tree and what it is doing; exit status 1 when none runs.
+
+    Files left by a daemon that crashed are removed."""
+    from localidx.client import probe
+
+    found = probe(*_here())
+    report = {"running": found.state == "running", "state": found.state, "socket": str(found.paths.socket),
+              "status_file": str(found.paths.status), "log": str(found.paths.log)}
+    if found.hello:
+        report.update(found.hello["daemon"])
+    elif found.status:
+        report.update({key: found.status.get(key) for key in ("pid", "package_version", "protocol_version")})
+    if found.cleaned is not None:
+        report["removed_stale"] = {"pid": found.cleaned.get("pid")}
+    if found.problem:
+        report["problem"] = found.problem
+    if as_json:
+        _echo_json(report)
+    elif found.state == "running" and found.hello:
+        writer = report["writer"]
+        queued = "everything" if writer["queued"] < 0 else writer["queued"]
+        click.echo(f"running  pid {report['pid']}  localidx {report['package_version']} (protocol "
+                   f"{report['protocol_version']})  up {report['uptime_s']:.0f} s")
+        click.echo(f"  socket   {report['socket']}")
+        click.echo(f"  writer   {writer['state']}, {queued} queued, {writer['pending_vectors']} vectors pending, "
+                   f"{writer['runs']} runs")
+        click.echo(f"  watcher  {report['watcher']}")
+        click.echo(f"  log      {report['log']}")
+    elif found.state == "running":
+        click.echo(f"running  pid {report.get('pid')}, but {found.problem}")
+    elif found.state == "unreachable":
+        click.echo(f"unreachable: pid {report.get('pid')} is alive but does not answer on {report['socket']} "
+                   f"({found.problem})")
+    else:
+        stale = f" (removed files left by pid {found.cleaned.get('pid')})" if found.cleaned is not None else ""
+        click.echo(f"not running{stale}")
+    if found.state != "running":
+        sys.exit(1)
+
+
+@daemon_group.command(name="run")
+@click.option("--detached", is_flag=True, hidden=True, help="Started by `daemon start`: log to the file only.")
+def daemon_run(detached: bool) -> None:
+    """Serve this work tree in the foreground (for debugging and service managers); logs go to stderr too."""
+    from localidx.daemon.server import run_daemon
+
+    run_daemon(*_here(), log_to_stderr=not detached)
+
+
+@daemon_group.command(name="logs")
+@click.option("-n", "lines", type=click.IntRange(min=1), default=50, show_default=True, help="Lines to show.")
+def daemon_logs(lines: int) -> None:
+    """Show the end of the daemon's log."""
+    from localidx.daemon.lifecycle import daemon_paths, log_tail
+
+    log_path = daemon_paths(*_here()).log
+    tail = log_tail(log_path, lines)
+    if not tail:
+        click.echo(f"no daemon log yet ({log_path})", err=True)
+    for line in tail:
+        click.echo(line)
+
+
+@cli.group(name="protocol")
+def protocol_group() -> None:
+    """The daemon's socket protocol."""
+
+
+@protocol_group.command(name="schema")
+def protocol_schema() -> None:
+    """Print the protocol's machine-readable description (methods, params, results, errors) as JSON."""
+    from localidx.protocol import schema
+
+    _echo_json(schema())
 
 
 def main(argv: list[str] | None = None) -> None:

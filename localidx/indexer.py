@@ -195,15 +195,21 @@ class Index:
         self.catalog.close()
 
 
-def open_index(root: Path, in_git: bool, settings: Settings, read_only: bool = False) -> Index:
-    """Open (or, for writing, create) the index of the work tree at ``root``."""
+def open_index(root: Path, in_git: bool, settings: Settings, read_only: bool = False, embedder=None) -> Index:
+    """Open (or, for writing, create) the index of the work tree at ``root``; ``embedder`` reuses a loaded model
+    (the daemon's) instead of making one."""
+    from localidx.store.paths import index_paths
+
+    return open_index_at(index_paths(root, in_git, settings.home), settings, read_only=read_only, embedder=embedder)
+
+
+def open_index_at(paths, settings: Settings, read_only: bool = False, embedder=None) -> Index:
+    """``open_index`` for known ``IndexPaths``. Read-only opens write nothing (a missing index reads as empty)."""
     from localidx.embed import get_embedder
     from localidx.store.catalog import Catalog
     from localidx.store.lance import ChunkStore
-    from localidx.store.paths import index_paths
 
-    paths = index_paths(root, in_git, settings.home)
-    embedder = get_embedder(settings.embed_model, threads=settings.embed_threads or None)
+    embedder = embedder or get_embedder(settings.embed_model, threads=settings.embed_threads or None)
     store = ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only)
     catalog = Catalog(paths.catalog, create=not read_only)
     return Index(paths=paths, settings=settings, catalog=catalog, store=store, embedder=embedder)

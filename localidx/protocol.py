@@ -130,7 +130,12 @@ class ProtocolError(Exception):
 
 def encode(message: dict) -> bytes:
     """One frame: compact JSON and a newline."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # A lone surrogate (a request can carry "\ud800", and errors echo names back) is not UTF-8: escape it.
+        return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def request(id_: int | str, method: str, params: dict | None = None) -> dict:
@@ -155,6 +160,8 @@ def decode_request(frame: bytes) -> tuple[int | str | None, str, dict]:
         message = json.loads(frame.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(PARSE_ERROR, f"not a JSON object: {exc}") from None
+    except RecursionError:
+        raise ProtocolError(PARSE_ERROR, "not a JSON object: nested too deeply") from None
     if not isinstance(message, dict):
         raise ProtocolError(INVALID_REQUEST, "a request is a JSON object")
     id_ = message.get("id")
@@ -181,7 +188,7 @@ def decode_response(frame: bytes) -> dict:
     """Read one response frame; raises ProtocolError(PARSE_ERROR) when it is not a response object."""
     try:
         message = json.loads(frame.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError(PARSE_ERROR, f"bad response frame: {exc}") from None
     if not isinstance(message, dict) or ("result" in message) == ("error" in message):
         raise ProtocolError(PARSE_ERROR, "a response has exactly one of result and error")

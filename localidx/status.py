@@ -50,11 +50,13 @@ def _work_tree_changes(root: Path, settings: Settings, records) -> dict:
     return {"changed": sorted(changed), "deleted": sorted(deleted)}
 
 
-def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: bool = True) -> dict:
-    """Everything ``status`` shows, as one JSON-ready dict."""
+def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: bool = True,
+                 writing: bool | None = None, embedder=None) -> dict:
+    """Everything ``status`` shows, as one JSON-ready dict. ``writing`` says whether a writer is at work (the daemon
+    knows; otherwise the write lock is probed); ``embedder`` reuses a loaded model."""
     from localidx.indexer import open_index
 
-    index = open_index(root, in_git, settings, read_only=True)
+    index = open_index(root, in_git, settings, read_only=True, embedder=embedder)
     try:
         records = index.catalog.files()
         table = index.store.snapshot()
@@ -84,7 +86,8 @@ def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: 
             report["chunks_by_kind"] = dict(Counter(r["kind"] for r in meta).most_common())
             report["chunks_by_language"] = dict(Counter(r["language"] for r in meta).most_common())
             report["chunks_with_vectors"] = table.count_rows("vector IS NOT NULL") if meta else 0
-        writing = _writer_running(index.paths.lock)
+        if writing is None:
+            writing = _writer_running(index.paths.lock)
         if check_work_tree and records:
             changes = _work_tree_changes(root, settings, records)
             report["changed_files"], report["deleted_files"] = changes["changed"], changes["deleted"]

@@ -47,10 +47,10 @@ class FileRecord:
 
 class Catalog:
     def __init__(self, path: Path, create: bool = True):
-        """Open the catalog at ``path``; with ``create=False`` a missing one reads as empty and nothing is written."""
-        if not create and not path.exists():
-            self._db = sqlite3.connect(":memory:", isolation_level=None)
-            self._db.executescript(_SCHEMA)
+        """Open the catalog at ``path``. With ``create=False`` it is opened read-only and nothing is ever written:
+        a missing catalog, or one of another version, reads as empty."""
+        if not create:
+            self._db = self._open_read_only(path)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
@@ -60,6 +60,20 @@ class Catalog:
             self._db.executescript("DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS meta;")
             self._db.execute(f"PRAGMA user_version = {CATALOG_VERSION}")
         self._db.executescript(_SCHEMA)
+
+    @staticmethod
+    def _open_read_only(path: Path) -> sqlite3.Connection:
+        if path.exists():
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
+            try:
+                if db.execute("PRAGMA user_version").fetchone()[0] == CATALOG_VERSION:
+                    return db
+            except sqlite3.DatabaseError:
+                pass
+            db.close()
+        db = sqlite3.connect(":memory:", isolation_level=None)
+        db.executescript(_SCHEMA)
+        return db
 
     def close(self) -> None:
         self._db.close()

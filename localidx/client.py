@@ -1,0 +1,326 @@
+"""The client side of the socket protocol: connect, hello, request. Used by the CLI, the git hooks and the MCP server.
+
+Light to import (sockets, json and ``localidx.protocol``; no lancedb, no tree-sitter): a hook runs it on every commit.
+
+- ``connect`` opens a connection to the work tree's daemon and shakes hands. A daemon of another protocol or package
+  version is restarted once and the handshake retried (dmypy's rule); with ``start=True`` a missing daemon is
+  started. Without one it raises ``DaemonUnavailable``.
+- ``Client.request`` sends one request and returns its result; an error response raises the matching
+  ``LocalidxError`` (``IndexNotReady``, ``UsageError``, else ``DaemonError``) with the daemon's message.
+- ``try_request`` is for callers that must never fail or wait long (git hooks): ``None`` when no daemon answers.
+- ``start_daemon``, ``stop_daemon`` and ``probe`` are what ``localidx daemon start|stop|status`` do.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from localidx import protocol
+from localidx.config import Settings
+from localidx.daemon import lifecycle
+from localidx.errors import LocalidxError, UsageError
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 60.0  # a daemon's start loads the index and the model before it listens
+STOP_TIMEOUT_S = 40.0  # a stopping daemon lets its writer finish an embedding batch (server.WRITER_JOIN_S)
+
+
+_DEFAULT = object()  # "the client's own timeout", distinct from None ("no timeout")
+
+
+class DaemonUnavailable(LocalidxError):
+    """No daemon answers for this work tree (none runs, it went away, or it did not answer in time)."""
+
+    exit_code = 69  # EX_UNAVAILABLE
+
+
+class DaemonTimeout(DaemonUnavailable):
+    """The daemon did not answer within the timeout; the connection is closed (a late answer would be out of step)."""
+
+
+class DaemonError(LocalidxError):
+    """An error response without a more specific exception; ``code`` and ``data`` are the protocol's."""
+
+    def __init__(self, message: str, code: int = protocol.INTERNAL_ERROR, data: Any = None):
+        super().__init__(message)
+        self.code = code
+        self.data = data
+
+
+class VersionMismatch(DaemonError):
+    """The daemon runs another protocol or package version: restart it."""
+
+
+def _error_from_response(error: dict) -> LocalidxError:
+    code = error.get("code")
+    message = str(error.get("message", "error"))
+    data = error.get("data")
+    if code == protocol.INDEX_NOT_READY:
+        from localidx.retrieve import IndexNotReady
+
+        exc: LocalidxError = IndexNotReady(message)
+    elif code in (protocol.USAGE_ERROR, protocol.INVALID_PARAMS):
+        exc = UsageError(message)
+    elif code == protocol.VERSION_MISMATCH:
+        return VersionMismatch(message, code, data)
+    else:
+        return DaemonError(message, code if isinstance(code, int) else protocol.INTERNAL_ERROR, data)
+    exc.code = code  # type: ignore[attr-defined]
+    exc.data = data  # type: ignore[attr-defined]
+    return exc
+
+
+class Client:
+    """One connection to a daemon. Requests are answered in order; use it from one thread at a time."""
+
+    def __init__(self, sock: socket.socket, timeout: float | None = 5.0):
+        self._sock = sock
+        self._reader = sock.makefile("rb")
+        self._ids = itertools.count(1)
+        self.timeout = timeout
+        self.hello: dict = {}
+
+    @classmethod
+    def open(cls, path: Path, timeout: float | None = 5.0) -> "Client":
+        """Connect to the socket at ``path``; raises DaemonUnavailable when nothing listens there."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(path))
+        except socket.timeout:
+            sock.close()
+            raise DaemonTimeout(f"the daemon at {path} did not accept the connection in {timeout} s") from None
+        except OSError as exc:
+            sock.close()
+            raise DaemonUnavailable(f"no daemon listens on {path} ({exc.strerror or exc})") from None
+        return cls(sock, timeout)
+
+    def request(self, method: str, params: dict | None = None, timeout: Any = _DEFAULT) -> Any:
+        """Send one request and return its result. ``timeout``: seconds, None to wait as long as it takes; left out,
+        the client's. Raises the error response as a LocalidxError; DaemonUnavailable when the
+        connection fails or the answer is not one; DaemonTimeout when no answer comes in time."""
+        if self._sock is None:
+            raise DaemonUnavailable("the connection to the daemon is closed")
+        id_ = next(self._ids)
+        self._sock.settimeout(self.timeout if timeout is _DEFAULT else timeout)
+        try:
+            self._sock.sendall(protocol.encode(protocol.request(id_, method, params)))
+            line = self._reader.readline(protocol.MAX_FRAME_BYTES + 1)
+        except socket.timeout:
+            self.close()
+            raise DaemonTimeout(f"the daemon did not answer {method} in time") from None
+        except OSError as exc:
+            self.close()
+            raise DaemonUnavailable(f"lost the connection to the daemon: {exc.strerror or exc}") from None
+        if not line:
+            self.close()
+            raise DaemonUnavailable(f"the daemon closed the connection during {method}")
+        # A frame that is not our answer means the peer is no working daemon: unavailable, like a dropped connection.
+        try:
+            response = protocol.decode_response(line)
+        except protocol.ProtocolError as exc:
+            self.close()
+            raise DaemonUnavailable(f"the daemon sent a bad frame: {exc.message}") from None
+        if response.get("id") != id_:
+            self.close()
+            raise DaemonUnavailable(f"the daemon answered request {response.get('id')!r}, expected {id_}")
+        if "error" in response:
+            error = response["error"] if isinstance(response["error"], dict) else {"message": str(response["error"])}
+            raise _error_from_response(error)
+        return response["result"]
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if self._sock is not None:
+            try:
+                self._reader.close()
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _handshake(paths: lifecycle.DaemonPaths, timeout: float | None, package: bool = True) -> Client:
+    """Connect and say hello; ``package`` asks for this package's version too (else the protocol's only)."""
+    lifecycle.check_socket_dir(paths.socket, create=False)
+    client = Client.open(paths.socket, timeout)
+    params = {"protocol_version": protocol.PROTOCOL_VERSION, "client": "localidx"}
+    version = lifecycle.package_version()
+    if package:
+        params["package_version"] = version
+    try:
+        hello = client.request("daemon/hello", params)
+        if package and hello.get("package_version") != version:
+            raise VersionMismatch(f"the daemon runs localidx {hello.get('package_version')}, the client {version}")
+        if Path(str(hello.get("root", ""))).resolve() != paths.root.resolve():
+            raise DaemonUnavailable(f"the daemon on {paths.socket} serves {hello.get('root')}, not {paths.root} "
+                                    f"(is {lifecycle.SOCK_ENV} shared between work trees?)")
+    except BaseException:
+        client.close()
+        raise
+    client.hello = hello
+    return client
+
+
+def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, timeout: float = 5.0) -> Client:
+    """A connection to the daemon of the work tree at ``root``, after the hello handshake.
+
+    A daemon of another version is restarted once. With ``start``, a missing daemon is started (and waited for).
+    Raises DaemonUnavailable when none runs and ``start`` is False, or when starting fails."""
+    paths = lifecycle.daemon_paths(root, in_git, settings)
+    restarted = started = False
+    while True:
+        try:
+            return _handshake(paths, timeout)
+        except VersionMismatch as exc:
+            if restarted:
+                raise
+            log.info("restarting the daemon: %s", exc)
+            stop_daemon(paths)
+            _spawn_and_wait(paths)
+            restarted = True
+        except DaemonTimeout:
+            raise
+        except DaemonUnavailable:
+            if not start or started:
+                raise
+            lifecycle.clean_stale(paths)
+            _spawn_and_wait(paths)
+            started = True
+
+
+def try_request(root: Path, in_git: bool, settings: Settings, method: str, params: dict | None = None,
+                timeout: float = 2.0) -> Any:
+    """The result of one request to the running daemon, or None when none answers (none runs, another version
+    runs, it is unreachable or too slow). Never starts a daemon; error responses still raise (a caller's bug)."""
+    try:
+        paths = lifecycle.daemon_paths(root, in_git, settings)
+        client = _handshake(paths, timeout)
+    except (LocalidxError, OSError) as exc:
+        log.debug("no daemon for %s: %s", root, exc)
+        return None
+    with client:
+        try:
+            return client.request(method, params)
+        except DaemonUnavailable as exc:
+            log.debug("the daemon did not answer %s: %s", method, exc)
+            return None
+
+
+# -- lifecycle commands ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Probe:
+    """What ``localidx daemon status`` finds: ``state`` is running, unreachable (a live pid whose socket does not
+    answer) or stopped; ``cleaned`` holds the status of a crashed daemon whose files were just removed, ``status``
+    the status file still there (unreachable, or stale files kept while another process holds the write lock)."""
+
+    state: str
+    paths: lifecycle.DaemonPaths
+    hello: dict | None = None
+    status: dict | None = None
+    cleaned: dict | None = None
+    problem: str = ""
+
+
+def probe(root: Path, in_git: bool, settings: Settings, timeout: float = 5.0) -> Probe:
+    """Whether a daemon serves the work tree; tidies up after one that crashed."""
+    paths = lifecycle.daemon_paths(root, in_git, settings)
+    try:
+        with _handshake(paths, timeout, package=False) as client:
+            return Probe("running", paths, hello=client.hello, status=lifecycle.read_status(paths.status))
+    except VersionMismatch as exc:
+        return Probe("running", paths, status=lifecycle.read_status(paths.status), problem=str(exc))
+    except (DaemonUnavailable, DaemonError) as exc:
+        problem = str(exc)
+    cleaned = lifecycle.clean_stale(paths)
+    status = lifecycle.read_status(paths.status)
+    if status is not None and lifecycle.pid_alive(status["pid"]):
+        return Probe("unreachable", paths, status=status, problem=problem)
+    return Probe("stopped", paths, status=status, cleaned=cleaned)
+
+
+def start_daemon(root: Path, in_git: bool, settings: Settings) -> tuple[dict, bool]:
+    """Start the work tree's daemon unless one runs; returns (its hello, whether this call started it)."""
+    try:
+        with connect(root, in_git, settings) as client:
+            return client.hello, False
+    except DaemonTimeout:
+        raise
+    except DaemonUnavailable:
+        pass
+    with connect(root, in_git, settings, start=True, timeout=START_TIMEOUT_S) as client:
+        return client.hello, True
+
+
+def stop_daemon(paths: lifecycle.DaemonPaths, timeout: float = STOP_TIMEOUT_S) -> int | None:
+    """Stop the daemon (``daemon/stop``, else SIGTERM to the recorded pid) and wait for its process to end.
+
+    Returns the pid stopped, or None when none ran. Raises DaemonUnavailable when it is still alive after
+    ``timeout`` seconds."""
+    status = lifecycle.read_status(paths.status)
+    pid = status["pid"] if status else None
+    try:
+        with Client.open(paths.socket, 5.0) as client:
+            # No hello first: a daemon of another version still understands stop.
+            answer = client.request("daemon/stop")
+            if isinstance(answer, dict) and isinstance(answer.get("pid"), int):
+                pid = answer["pid"]
+    except (DaemonUnavailable, DaemonError) as exc:
+        log.debug("daemon/stop failed (%s); trying the recorded pid", exc)
+        if pid is None or not lifecycle.pid_alive(pid) or not lifecycle.is_localidx_process(pid):
+            lifecycle.clean_stale(paths)
+            return None
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    if pid is not None and not lifecycle.wait_until(lambda: not lifecycle.pid_alive(pid), timeout):
+        raise DaemonUnavailable(f"the daemon (pid {pid}) is still stopping after {timeout:.0f} s")
+    lifecycle.clean_stale(paths)
+    return pid
+
+
+# Daemons this process started, kept so that their Popen objects are not collected while they run (a warning).
+_children: list = []
+
+
+def _spawn_and_wait(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S) -> None:
+    """Start ``localidx daemon run`` detached and wait until a daemon answers hello (it or one started alongside)."""
+    _children[:] = [p for p in _children if p.poll() is None]  # reap daemons of this process that have ended
+    process = lifecycle.spawn(paths)
+    _children.append(process)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            _handshake(paths, 2.0, package=False).close()
+            return
+        except DaemonUnavailable:
+            pass
+        if process.poll() is not None:
+            # It exited: the reason is the last thing it logged. A daemon started alongside may still answer.
+            try:
+                _handshake(paths, 2.0, package=False).close()
+                return
+            except DaemonUnavailable:
+                tail = [line for line in lifecycle.log_tail(paths.log, 20) if line.strip()]
+                # Its stderr goes to the log: the last line is usually the CLI's own "localidx: error: ...".
+                reason = tail[-1].removeprefix("localidx: error: ") if tail else f"exit status {process.returncode}"
+                raise DaemonUnavailable(f"the daemon did not start: {reason} (see {paths.log})") from None
+        time.sleep(0.05)
+    raise DaemonTimeout(f"the daemon did not answer within {timeout:.0f} s of starting (see {paths.log})")

@@ -1,0 +1,26 @@
+"""The daemon: one long-lived process per work tree that keeps the index current and answers queries warm.
+
+Place in the flow: serve. It owns no indexing or retrieval logic; it schedules ``indexer.update`` and calls
+``retrieve.search`` behind the socket protocol.
+
+Invariants:
+
+- **Single writer.** The daemon takes the work tree's ``WriteLock`` at start and holds it for its life. Only its
+  writer thread (``writer.py``) mutates the index: it drains a queue of change requests (paths from the watcher,
+  the git hooks and ``index/reindex``; ``None`` = everything), coalesces what is queued and runs
+  ``indexer.update``. New work interrupts embedding between batches; the first job is a full reconcile, so what
+  changed while no daemon ran is indexed on start.
+- **Snapshot readers.** Queries run on the connection threads, each against a read-only ``Index`` of its own
+  (sqlite connections are per thread) around the one shared, already loaded embedder. A search reads one pinned
+  table version (``ChunkStore.snapshot()``), so a concurrent write never shows it a file half old, half new.
+- **One protocol.** Frames, method names, schemas and error codes come from ``localidx.protocol``. Every request
+  gets exactly one response; a bad frame gets an error and the connection stays usable; a handler's exception
+  becomes ``INTERNAL_ERROR``; a client that goes away never takes the daemon with it. ``routes.py`` is the
+  method -> handler table, one module per method under ``handlers/``.
+- **Discoverable, private, local.** A status file in the work tree's state dir (``daemon.json``) and a Unix socket
+  (mode 0600) in a 0700 runtime dir; no TCP port. ``lifecycle.py`` holds the path and status-file logic and is
+  cheap to import, because the client (CLI, git hooks) uses it too.
+
+Modules: ``lifecycle`` (paths, status file, spawning), ``server`` (socket, connections, idle timeout, shutdown),
+``writer`` (the writer thread), ``routes`` and ``handlers/``.
+"""

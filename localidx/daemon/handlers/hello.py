@@ -1,0 +1,27 @@
+"""``daemon/hello``: the handshake. Versions and capabilities; a mismatch answers VERSION_MISMATCH ("restart me").
+
+A client names the protocol version it speaks and, optionally, the package version it wants: the CLI and the git
+hooks pass theirs, so a daemon left running across an upgrade is restarted by the first client of the new version
+(dmypy's rule). Clients that only speak the protocol (an editor extension) leave ``package_version`` out.
+"""
+
+from __future__ import annotations
+
+from localidx import protocol
+from localidx.protocol import VERSION_MISMATCH, ProtocolError
+
+
+def handle(daemon, params: dict) -> dict:
+    """Compare versions; answer with the daemon's identity and the methods it serves."""
+    from localidx.daemon.routes import ROUTES
+
+    versions = {"protocol_version": protocol.PROTOCOL_VERSION, "package_version": daemon.version}
+    if params["protocol_version"] != protocol.PROTOCOL_VERSION:
+        raise ProtocolError(VERSION_MISMATCH, f"the daemon speaks protocol {protocol.PROTOCOL_VERSION}, the client "
+                                              f"{params['protocol_version']}: restart the daemon", versions)
+    wanted = params.get("package_version")
+    if wanted is not None and wanted != daemon.version:
+        raise ProtocolError(VERSION_MISMATCH, f"the daemon runs localidx {daemon.version}, the client {wanted}: "
+                                              f"restart the daemon", versions)
+    return {**versions, "pid": daemon.pid, "root": str(daemon.root), "index": str(daemon.paths.state),
+            "capabilities": sorted(ROUTES), "daemon": daemon.describe()}

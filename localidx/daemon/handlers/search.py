@@ -1,0 +1,25 @@
+"""``search/query``: hybrid search, as ``localidx search --json``, on this connection's thread.
+
+The search reads a pinned table version through a read-only Index of its own (its own sqlite connection) and the
+daemon's shared, warm embedder, so it never waits for the writer and never sees a half-written file.
+"""
+
+from __future__ import annotations
+
+from localidx.errors import UsageError
+
+
+def handle(daemon, params: dict) -> dict:
+    """``{"matches": [Match.to_dict(), ...]}``, best first."""
+    from localidx.retrieve import search
+
+    kind = params.get("kind")
+    if kind:
+        from localidx.chunk.model import KINDS
+
+        if kind not in KINDS:
+            raise UsageError(f"unknown kind(s) {kind}; known: {', '.join(KINDS)}")
+    with daemon.reader() as index:
+        matches = search(index, params["query"], k=params.get("k", 10), mode=params.get("mode", "hybrid"),
+                         language=params.get("lang"), path_glob=params.get("path"), kind=kind)
+    return {"matches": [m.to_dict() for m in matches]}

@@ -1,0 +1,186 @@
+"""The daemon's writer thread: the only code in the daemon that mutates the index.
+
+Change requests (repo-relative paths, or ``None`` for everything) go into one queue. The thread takes everything
+queued at once, coalesces it into a single ``indexer.update`` call (``only`` = the union of the paths, or ``None``),
+and runs it with ``should_stop`` true as soon as new work is queued or the daemon stops: ``update`` then ends after
+the current embedding batch, with vectors still pending, and the next run (which embeds every pending row, not only
+its own) carries on. So a burst of edits is indexed promptly even while a large backlog is being embedded.
+
+The thread opens the writable ``Index`` itself (sqlite connections belong to the thread that made them) around the
+daemon's shared embedder; the caller holds the write lock for the daemon's life.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+from localidx.config import Settings
+from localidx.protocol import SHUTTING_DOWN, ProtocolError
+
+log = logging.getLogger(__name__)
+
+# Past this many queued paths a full update is cheaper: ``update`` matches every catalog entry against ``only``.
+FULL_SCAN_OVER = 1000
+
+
+class Writer(threading.Thread):
+    """Runs queued index updates one at a time; see the module docstring."""
+
+    def __init__(self, root: Path, index_paths, settings: Settings, embedder, on_activity=lambda: None):
+        super().__init__(name="localidx-writer", daemon=True)
+        self.root = root
+        self.index_paths = index_paths
+        self.settings = settings
+        self.embedder = embedder
+        self.on_activity = on_activity
+        self.ready = threading.Event()  # set once the index is open (or failed to open: see ``open_error``)
+        self.open_error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._paths: set[str] = set()
+        self._everything = False
+        self._waiters: list[Future] = []
+        self._reasons: set[str] = set()
+        self._stopping = False
+        self._running = False
+        self.phase = "starting"  # starting, idle, scan, chunk, written, embed
+        self.progress: dict = {}
+        self.runs = 0
+        self.last_run: dict | None = None
+        self.last_error: str | None = None
+        self.pending_vectors = 0
+
+    # -- the queue (any thread) ---------------------------------------------------------------------------------
+
+    def submit(self, paths: list[str] | None, reason: str = "", wait: bool = False) -> Future | None:
+        """Queue ``paths`` (None: everything). With ``wait``, a Future resolved with the record of the run that
+        covers them (``RunStats.to_dict()``), or failed with that run's error."""
+        future: Future | None = Future() if wait else None
+        with self._cond:
+            if self._stopping:
+                if future is not None:
+                    future.set_exception(ProtocolError(SHUTTING_DOWN, "the daemon is stopping"))
+                return future
+            if paths is None:
+                self._everything = True
+            else:
+                self._paths.update(paths)
+            if reason:
+                self._reasons.add(reason)
+            if future is not None:
+                self._waiters.append(future)
+            self._cond.notify_all()
+        return future
+
+    def stop(self) -> None:
+        """Ask the thread to finish: the current run stops after its embedding batch; queued waiters are failed."""
+        with self._cond:
+            self._stopping = True
+            waiters, self._waiters = self._waiters, []
+            self._cond.notify_all()
+        for future in waiters:
+            future.set_exception(ProtocolError(SHUTTING_DOWN, "the daemon is stopping"))
+
+    def queued(self) -> int:
+        """How many paths wait for the next run (-1: everything)."""
+        with self._cond:
+            return -1 if self._everything else len(self._paths)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a run is in progress or waiting to start."""
+        with self._cond:
+            return self._running or self._everything or bool(self._paths)
+
+    def describe(self) -> dict:
+        """The writer's state for ``daemon/hello`` and ``index/status``."""
+        with self._cond:
+            queued = -1 if self._everything else len(self._paths)
+            running = self._running
+        return {"state": self.phase if running else ("starting" if not self.ready.is_set() else "idle"),
+                "queued": queued, "progress": dict(self.progress), "runs": self.runs,
+                "pending_vectors": self.pending_vectors, "last_run": self.last_run, "last_error": self.last_error}
+
+    def _has_work(self) -> bool:
+        return self._everything or bool(self._paths)
+
+    def _should_stop(self) -> bool:
+        with self._cond:
+            return self._stopping or self._has_work()
+
+    def _take(self) -> tuple[list[str] | None, list[Future], str]:
+        only = None if self._everything or len(self._paths) > FULL_SCAN_OVER else sorted(self._paths)
+        waiters, reasons = self._waiters, ",".join(sorted(self._reasons))
+        self._paths, self._everything, self._waiters, self._reasons = set(), False, [], set()
+        return only, waiters, reasons
+
+    # -- the thread ---------------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            from localidx.indexer import open_index_at
+
+            index = open_index_at(self.index_paths, self.settings, embedder=self.embedder)
+        except BaseException as exc:  # reported by the server, which then exits
+            log.exception("cannot open the index for writing")
+            self.open_error = exc
+            self.ready.set()
+            return
+        self.phase = "idle"
+        self.ready.set()
+        try:
+            while True:
+                with self._cond:
+                    while not self._stopping and not self._has_work():
+                        self._cond.wait()
+                    if self._stopping:
+                        break
+                    only, waiters, reasons = self._take()
+                    self._running = True
+                self._run_once(index, only, waiters, reasons)
+        finally:
+            with self._cond:
+                self._running = False
+                self._stopping = True
+                waiters, self._waiters = self._waiters, []
+            for future in waiters:
+                future.set_exception(ProtocolError(SHUTTING_DOWN, "the daemon is stopping"))
+            index.close()
+            self.phase = "stopped"
+
+    def _run_once(self, index, only: list[str] | None, waiters: list[Future], reasons: str) -> None:
+        from localidx.indexer import update
+
+        what = "everything" if only is None else f"{len(only)} paths"
+        log.info("update: %s (%s)", what, reasons or "request")
+        started = time.monotonic()
+        try:
+            stats = update(index, self.root, self.settings, only=only, embed=True, progress=self._progress,
+                           should_stop=self._should_stop)
+        except BaseException as exc:
+            log.exception("update of %s failed", what)
+            self.last_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            for future in waiters:
+                future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            record = stats.to_dict()
+            self.last_run, self.last_error, self.pending_vectors = record, None, stats.chunks_pending
+            log.info("update done in %.2f s: %d chunked, %d deleted, %d embedded, %d pending", time.monotonic() -
+                     started, stats.files_processed, stats.files_deleted, stats.chunks_embedded, stats.chunks_pending)
+            for future in waiters:
+                future.set_result(record)
+        finally:
+            self.runs += 1
+            self.progress = {}
+            with self._cond:
+                self._running = False
+            self.on_activity()
+
+    def _progress(self, event: str, **data) -> None:
+        self.phase = event
+        self.progress = {"phase": event, **data}

@@ -1,0 +1,623 @@
+"""The daemon as users and programs meet it: real processes, a real socket, a real index (with the fake embedder).
+
+Every daemon a test starts is stopped in teardown, and killed with SIGKILL if it does not go. Every socket operation
+and subprocess has a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from localidx import __version__, protocol
+from localidx.config import load_settings
+from localidx.daemon import lifecycle
+
+AUTH = (
+    "def verify_token(token, secret):\n"
+    '    """Check a signed session token against the server secret."""\n'
+    "    return sign(token.payload, secret) == token.signature\n\n\n"
+    "def refresh_session(session):\n"
+    '    """Give a session a new expiry time."""\n'
+    "    session.expires = now() + 3600\n"
+    "    return session\n"
+)
+README = "# Auth service\n\nTokens are verified against the secret; sessions are refreshed hourly.\n"
+TIMEOUT = 10.0  # per socket operation
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class Daemons:
+    """Runs the CLI in a work tree and remembers every daemon pid it saw, to stop them all at the end."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.pids: set[int] = set()
+
+    def cli(self, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        proc = subprocess.run([sys.executable, "-m", "localidx", *args], cwd=self.root, capture_output=True,
+                              text=True, timeout=timeout, env={**os.environ, **(env or {})})
+        self.remember()
+        return proc
+
+    @property
+    def paths(self) -> lifecycle.DaemonPaths:
+        return lifecycle.daemon_paths(self.root, True, load_settings(self.root))
+
+    def remember(self) -> None:
+        status = lifecycle.read_status(self.paths.status)
+        if status:
+            self.pids.add(status["pid"])
+
+    def start(self, env: dict | None = None) -> int:
+        proc = self.cli("daemon", "start", env=env)
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        pid = int(proc.stdout.split("pid ")[1].split(",")[0])
+        self.pids.add(pid)
+        return pid
+
+    def ready(self) -> None:
+        """Wait until the start-up reconcile has run (``localidx index`` through the daemon waits for a run)."""
+        proc = self.cli("index", "--quiet")
+        assert proc.returncode == 0, proc.stderr
+
+    def raw(self) -> "Raw":
+        return Raw(self.paths.socket)
+
+    def teardown(self) -> None:
+        self.remember()
+        try:
+            self.cli("daemon", "stop", timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        for pid in self.pids:
+            if lifecycle.pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+class Raw:
+    """A bare socket speaking frames, for what the Client would never send."""
+
+    def __init__(self, path: Path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(TIMEOUT)
+        self.sock.connect(str(path))
+        self.reader = self.sock.makefile("rb")
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv(self) -> dict:
+        line = self.reader.readline()
+        assert line.endswith(b"\n"), f"no complete response: {line[:200]!r}"
+        return json.loads(line)
+
+    def ask(self, method: str, params: dict | None = None, id_=1) -> dict:
+        self.send(protocol.encode(protocol.request(id_, method, params)))
+        return self.recv()
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+@pytest.fixture
+def run_dir(monkeypatch):
+    path = Path(tempfile.mkdtemp(prefix="lx-", dir="/tmp"))  # short: AF_UNIX paths stay under 104 bytes
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(path))
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+@pytest.fixture
+def daemons(make_repo, tmp_path, monkeypatch, run_dir):
+    """A committed repository and a Daemons helper for it; the environment is shared with daemons it starts."""
+    monkeypatch.setenv("LOCALIDX_EMBED_MODEL", "fake")
+    monkeypatch.setenv("LOCALIDX_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LOCALIDX_WATCH", "0")
+    monkeypatch.setenv("LOCALIDX_DAEMON_IDLE_S", "300")  # a leftover daemon still goes away by itself
+    for name in (lifecycle.SOCK_ENV, lifecycle.FAKE_VERSION_ENV, "LOCALIDX_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    root = make_repo({"auth.py": AUTH, "README.md": README})
+    helper = Daemons(root)
+    try:
+        yield helper
+    finally:
+        helper.teardown()
+
+
+def search_over_socket(d: Daemons, query: str = "verify token") -> list[dict]:
+    with d.raw() as raw:
+        response = raw.ask("search/query", {"query": query, "k": 3})
+    assert "result" in response, response
+    return response["result"]["matches"]
+
+
+# -- lifecycle ------------------------------------------------------------------------------------------------
+
+
+def test_start_serves_hello_status_and_search_with_the_same_output_as_in_process(daemons):
+    d = daemons
+    pid = d.start()
+    d.ready()
+    status = lifecycle.read_status(d.paths.status)
+    assert status["pid"] == pid and status["socket"] == str(d.paths.socket)
+    assert status["protocol_version"] == protocol.PROTOCOL_VERSION and status["package_version"] == __version__
+    with d.raw() as raw:
+        hello = raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION, "client": "test"})["result"]
+        assert hello["pid"] == pid and hello["root"] == str(d.root)
+        assert set(hello["capabilities"]) == set(protocol.METHODS)
+        report = raw.ask("index/status", {}, id_="s")
+        assert report["id"] == "s" and report["result"]["state"] == "READY"
+        assert report["result"]["daemon"]["writer"]["state"] == "idle"
+    assert "verify_token" in [m["symbol"] for m in search_over_socket(d)]
+
+    commands = [("search", "verify token"), ("search", "session expiry", "--json"), ("search", "-k", "1", "--kind",
+                "function", "refresh"), ("status",), ("status", "--json")]
+    through_daemon = [d.cli(*c) for c in commands]
+    assert d.cli("daemon", "stop").returncode == 0
+    in_process = [d.cli(*c) for c in commands]
+    for command, a, b in zip(commands, through_daemon, in_process):
+        assert a.returncode == b.returncode == 0, (command, a.stderr, b.stderr)
+        assert a.stdout == b.stdout, command
+    assert "auth.py:1-9  verify_token  " in through_daemon[0].stdout
+
+
+def test_searching_through_the_daemon_does_not_import_lancedb_in_the_cli(daemons):
+    d = daemons
+    d.start()
+    d.ready()
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: sys.stderr.write('LANCEDB=%s\\n' % ('lancedb' in sys.modules)))\n"
+            "from localidx.cli import main\n"
+            "main(['search', 'verify token'])\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=d.root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "verify_token" in proc.stdout and "LANCEDB=False" in proc.stderr
+
+
+def test_start_twice_finds_the_running_daemon_and_stop_removes_its_files(daemons):
+    d = daemons
+    pid = d.start()
+    again = d.cli("daemon", "start")
+    assert again.returncode == 0 and f"already running: pid {pid}" in again.stdout
+    proc = d.cli("daemon", "status", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["running"] and report["pid"] == pid and report["socket"] == str(d.paths.socket)
+    assert report["package_version"] == __version__ and report["watcher"] == "off"
+    human = d.cli("daemon", "status")
+    assert human.returncode == 0 and human.stdout.startswith(f"running  pid {pid}")
+
+    stopped = d.cli("daemon", "stop")
+    assert stopped.returncode == 0 and f"daemon stopped (pid {pid})" in stopped.stdout
+    assert not lifecycle.pid_alive(pid)
+    assert not d.paths.status.exists() and not d.paths.socket.exists()
+    after = d.cli("daemon", "status", "--json")
+    assert after.returncode == 1 and json.loads(after.stdout)["running"] is False
+    assert d.cli("daemon", "stop").stdout.strip() == "no daemon running"
+    logs = d.cli("daemon", "logs", "-n", "5")
+    assert logs.returncode == 0 and "stopped (daemon/stop)" in logs.stdout
+
+
+def test_a_killed_daemon_is_cleaned_up_and_a_new_one_indexes_what_changed_meanwhile(daemons):
+    d = daemons
+    pid = d.start()
+    d.ready()
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not lifecycle.pid_alive(pid), 10, "the daemon to die")
+    assert d.paths.status.exists() and d.paths.socket.exists()  # what a crash leaves
+    (d.root / "billing.py").write_text("def charge_invoice(invoice):\n    return invoice.total\n")
+    (d.root / "README.md").unlink()
+
+    proc = d.cli("daemon", "status")
+    assert proc.returncode == 1 and f"not running (removed files left by pid {pid})" in proc.stdout
+    assert not d.paths.status.exists() and not d.paths.socket.exists()
+
+    new_pid = d.start()
+    assert new_pid != pid
+    d.ready()
+    assert "billing.py" in [m["path"] for m in search_over_socket(d, "charge invoice")]
+    assert all(m["path"] != "README.md" for m in search_over_socket(d, "auth service tokens"))
+
+
+def test_start_after_a_crash_cleans_up_by_itself(daemons):
+    d = daemons
+    pid = d.start()
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not lifecycle.pid_alive(pid), 10, "the daemon to die")
+    new_pid = d.start()
+    assert new_pid != pid and lifecycle.read_status(d.paths.status)["pid"] == new_pid
+
+
+def test_socket_is_0600_in_a_0700_dir(daemons):
+    d = daemons
+    d.start()
+    assert (os.stat(d.paths.socket).st_mode & 0o777) == 0o600
+    assert (os.stat(d.paths.socket.parent).st_mode & 0o777) == 0o700
+    assert (os.stat(d.paths.status).st_mode & 0o777) == 0o600
+
+
+def test_a_world_writable_runtime_dir_is_refused(daemons, run_dir):
+    d = daemons
+    (run_dir / "localidx").mkdir()
+    os.chmod(run_dir / "localidx", 0o777)
+    proc = d.cli("daemon", "start")
+    assert proc.returncode == 2 and "writable by others" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not d.paths.status.exists()
+    assert d.cli("search", "verify token").returncode == 1  # no daemon, nothing indexed: the in-process answer
+
+
+def test_localidx_sock_names_the_socket(daemons, run_dir):
+    d = daemons
+    sock = run_dir / "mine.sock"
+    d.start(env={lifecycle.SOCK_ENV: str(sock)})
+    assert sock.is_socket()
+    assert d.cli("daemon", "status", env={lifecycle.SOCK_ENV: str(sock)}).returncode == 0
+    assert d.cli("daemon", "stop", env={lifecycle.SOCK_ENV: str(sock)}).returncode == 0
+    assert not sock.exists()
+
+
+def test_index_goes_through_the_running_daemon(daemons):
+    d = daemons
+    d.start()
+    (d.root / "billing.py").write_text("def charge_invoice(invoice):\n    return invoice.total\n")
+    proc = d.cli("index", "billing.py")
+    assert proc.returncode == 0, proc.stderr
+    assert "indexing through the daemon" in proc.stderr
+    assert proc.stdout.startswith(f"indexed {d.root}: ")
+    record = json.loads(d.cli("index", "--json").stdout)
+    assert record["files_unchanged"] == 3 and record["chunks_pending"] == 0
+    rebuild = d.cli("index", "--rebuild")
+    assert rebuild.returncode == 2 and "daemon stop" in rebuild.stderr
+    assert "billing.py" in [m["path"] for m in search_over_socket(d, "charge invoice")]
+
+
+def test_run_stays_in_the_foreground_and_stops_cleanly_on_sigterm(daemons):
+    d = daemons
+    proc = subprocess.Popen([sys.executable, "-m", "localidx", "daemon", "run"], cwd=d.root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    d.pids.add(proc.pid)
+    try:
+        wait_for(lambda: lifecycle.read_status(d.paths.status), 60, "the foreground daemon to listen")
+        assert lifecycle.read_status(d.paths.status)["pid"] == proc.pid
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "listening on" in err and "stopped (SIGTERM)" in err  # the log goes to stderr too
+    assert not d.paths.status.exists() and not d.paths.socket.exists()
+
+
+def test_a_daemon_that_cannot_start_says_why_in_one_line(daemons):
+    proc = daemons.cli("daemon", "start", env={"LOCALIDX_EMBED_MODEL": "no/such-model", "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 69, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "did not start: unknown embedding model 'no/such-model'" in lines[0]
+
+
+def test_idle_daemon_stops_by_itself(daemons):
+    d = daemons
+    pid = d.start(env={"LOCALIDX_DAEMON_IDLE_S": "1"})
+    wait_for(lambda: not lifecycle.pid_alive(pid), 30, "the idle daemon to stop")
+    assert not d.paths.status.exists() and not d.paths.socket.exists()
+    assert "idle for 1 s" in d.cli("daemon", "logs").stdout
+
+
+# -- versions -------------------------------------------------------------------------------------------------
+
+
+def test_hello_with_another_version_answers_version_mismatch(daemons):
+    d = daemons
+    d.start()
+    with d.raw() as raw:
+        other_protocol = raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION + 1})
+        assert other_protocol["error"]["code"] == protocol.VERSION_MISMATCH
+        assert other_protocol["error"]["data"]["protocol_version"] == protocol.PROTOCOL_VERSION
+        other_package = raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION,
+                                                 "package_version": "0.0.0-elsewhere"}, id_=2)
+        assert other_package["id"] == 2 and other_package["error"]["code"] == protocol.VERSION_MISMATCH
+        assert "restart" in other_package["error"]["message"]
+
+
+def test_connect_restarts_a_daemon_of_another_package_version_once(daemons):
+    from localidx.client import connect
+
+    d = daemons
+    old_pid = d.start(env={lifecycle.FAKE_VERSION_ENV: "0.0.1-old"})
+    assert lifecycle.read_status(d.paths.status)["package_version"] == "0.0.1-old"
+    with connect(d.root, True, load_settings(d.root)) as client:
+        d.pids.add(client.hello["pid"])
+        assert client.hello["package_version"] == __version__ and client.hello["pid"] != old_pid
+        assert client.request("index/status", {"check_work_tree": False})["daemon"]["pid"] == client.hello["pid"]
+    assert not lifecycle.pid_alive(old_pid)
+
+
+def test_queries_and_new_writes_do_not_wait_for_an_embedding_backlog(daemons):
+    d = daemons
+    for n in range(520):  # over two embedding batches (256 rows each), about 10 s at the delay below
+        (d.root / "pkg").mkdir(exist_ok=True)
+        (d.root / "pkg" / f"mod{n:03}.py").write_text(
+            f"def handler_{n}(request):\n    \"\"\"Serve request kind {n}.\"\"\"\n    return request.kind == {n}\n")
+    d.start(env={"LOCALIDX_FAKE_EMBED_DELAY": "0.02"})
+
+    def writer_state() -> dict:
+        with d.raw() as raw:
+            return raw.ask("daemon/hello", {"protocol_version": 1})["result"]["daemon"]["writer"]
+
+    wait_for(lambda: writer_state()["state"] == "embed", 60, "the writer to embed its backlog")
+    (d.root / "late.py").write_text("def reconcile_ledger_entries(ledger):\n    return ledger.balance()\n")
+    with d.raw() as raw:
+        started = time.monotonic()
+        assert "result" in raw.ask("search/query", {"query": "serve request kind 7", "k": 1})
+        assert time.monotonic() - started < 3  # a reader never waits for the writer's batch (about 5 s)
+        assert raw.ask("index/reindex", {"paths": ["late.py"], "reason": "test"})["result"] == {
+            "queued": 1, "full": False}
+
+    def late_found():
+        with d.raw() as raw:
+            found = raw.ask("search/query", {"query": "reconcile ledger entries", "mode": "bm25", "k": 3})
+        return any(m["path"] == "late.py" for m in found["result"]["matches"])
+
+    wait_for(late_found, 30, "the late file to be searchable")
+    with d.raw() as raw:
+        report = raw.ask("index/status", {"check_work_tree": False})["result"]
+    assert report["chunks_with_vectors"] < report["chunks"]  # written ahead of the backlog, which is not done yet
+    assert report["state"] == "INDEXING"
+
+
+# -- robustness -----------------------------------------------------------------------------------------------
+
+
+def _valid_frames() -> list[dict]:
+    return [
+        protocol.request(1, "daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION}),
+        protocol.request(2, "index/status", {"check_work_tree": False}),
+        protocol.request(3, "search/query", {"query": "verify token", "k": 2}),
+        protocol.request("four", "search/query", {"query": "session", "mode": "bm25", "lang": "python"}),
+        protocol.request(5, "index/reindex", {"paths": [], "reason": "fuzz"}),
+    ]
+
+
+def _mutate(rng: random.Random) -> bytes:
+    """One line the daemon must answer: a valid frame bent out of shape, random bytes, or a known nasty case."""
+    base = rng.choice(_valid_frames())
+    if rng.random() < 0.1:
+        return json.dumps(base).encode()  # valid frames in between: answers must stay in step
+    roll = rng.random()
+    if roll < 0.25:
+        text = bytearray(json.dumps(base).encode())
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(text))
+            op = rng.random()
+            if op < 0.4:
+                del text[at]
+            elif op < 0.7:
+                text[at] = rng.randrange(256)
+            else:
+                text.insert(at, rng.choice(b'{}[]":,\\0aZ\xff'))
+        data = bytes(text)
+    elif roll < 0.4:
+        data = rng.randbytes(rng.randint(1, 300))
+    elif roll < 0.55:
+        message = json.loads(json.dumps(base))
+        key = rng.choice(["id", "method", "params"])
+        message[key] = rng.choice([None, True, 1.5, -(10**30), [], {}, "x" * 200, {"a": [1]}, "nope/never"])
+        data = json.dumps(message).encode()
+    elif roll < 0.7:
+        message = json.loads(json.dumps(base))
+        params = message["params"]
+        params[rng.choice(["k", "query", "paths", "protocol_version", "extra", "\ud800"])] = rng.choice(
+            [0, 10**40, "", "q" * 5000, ["../../etc/passwd"], [1, 2], None, {"deep": {}}, "\udc80"])
+        data = json.dumps(message).encode()
+    elif roll < 0.8:
+        depth = rng.choice([10, 1000, 100_000])
+        data = rng.choice([b"[" * depth + b"]" * depth, b'{"id":1,"method":"search/query","params":' +
+                           b'{"a":' * depth + b"1" + b"}" * depth + b"}"])
+    elif roll < 0.9:
+        message = json.loads(json.dumps(base))
+        message[rng.choice(["jsonrpc", "extra", "ID"])] = "2.0"
+        data = json.dumps(message).encode()
+    else:
+        data = rng.choice([b'{"id": ' + b"7" * 5000 + b"}", b"null", b"[]", b'"hello"', b"1e999", b"NaN",
+                           json.dumps({"id": "\ud800", "method": "daemon/\udfff"}).encode(), b"\x00" * 10])
+    data = data.replace(b"\n", b" ")
+    return data if data.strip() else b"x"
+
+
+def _check(frame: bytes, response: dict) -> None:
+    assert set(response) in ({"id", "result"}, {"id", "error"}), response
+    try:
+        sent = json.loads(frame)
+    except (ValueError, RecursionError):
+        sent = None
+    sent_id = sent.get("id") if isinstance(sent, dict) else None
+    if "error" in response:
+        assert isinstance(response["error"]["code"], int) and response["error"]["message"]
+        assert "\n" not in response["error"]["message"]
+        if sent is None:
+            assert response["id"] is None
+    if response["id"] is not None:
+        assert response["id"] == sent_id
+
+
+def test_fuzzed_frames_each_get_one_answer_and_the_daemon_survives(daemons):
+    d = daemons
+    pid = d.start()
+    d.ready()
+    rng = random.Random(20240617)
+    with d.raw() as raw:
+        for _ in range(500):
+            frame = _mutate(rng)
+            raw.send(frame + b"\n")
+            _check(frame, raw.recv())
+        # Oversize, with and without a JSON start; the rest of the line is discarded and the connection still works.
+        for head in (b"", b'{"id": 9, "method": "daemon/hello", "params": {"client": "'):
+            raw.send(head + b"a" * (protocol.MAX_FRAME_BYTES + 100) + b"\n")
+            response = raw.recv()
+            assert response["id"] is None and response["error"]["code"] == protocol.PARSE_ERROR
+        # Pipelined: answers come back in order.
+        frames = [protocol.request(i, "daemon/hello", {"protocol_version": 1}) for i in range(20)]
+        raw.send(b"".join(protocol.encode(f) for f in frames))
+        assert [raw.recv()["id"] for _ in frames] == list(range(20))
+        raw.send(b"\n   \n")  # blank lines are not frames: no answer, and the next frame is answered
+        assert raw.ask("daemon/hello", {"protocol_version": 1}, id_=77)["id"] == 77
+    for _ in range(100):
+        frame = _mutate(rng)
+        with d.raw() as raw:
+            raw.send(frame + b"\n")
+            _check(frame, raw.recv())
+    assert lifecycle.pid_alive(pid)
+    assert "verify_token" in [m["symbol"] for m in search_over_socket(d)]
+
+
+def test_clients_that_go_away_mid_request_do_not_hurt_the_daemon(daemons):
+    d = daemons
+    pid = d.start()
+    d.ready()
+    search = protocol.encode(protocol.request(1, "search/query", {"query": "verify token"}))
+    for k in range(20):
+        raw = d.raw()
+        raw.send(search[: 1 + k * len(search) // 20])  # half a frame, then gone
+        raw.close()
+        raw = d.raw()
+        raw.send(search)  # a whole request, gone before the answer
+        raw.close()
+    raw = d.raw()
+    raw.send(protocol.encode(protocol.request(2, "index/reindex", {"wait": True})))
+    raw.close()
+    d.raw().close()  # connected, never a word
+    with d.raw() as raw:
+        raw.send(search[:-1])  # no newline, but the client half-closes: the last line still counts as a frame
+        raw.sock.shutdown(socket.SHUT_WR)
+        assert raw.recv()["id"] == 1
+    assert lifecycle.pid_alive(pid)
+    assert "verify_token" in [m["symbol"] for m in search_over_socket(d)]
+
+
+def test_a_request_for_a_path_outside_the_work_tree_is_a_usage_error(daemons):
+    d = daemons
+    d.start()
+    with d.raw() as raw:
+        response = raw.ask("index/reindex", {"paths": ["../elsewhere.py"], "wait": True})
+        assert response["error"]["code"] == protocol.USAGE_ERROR and "outside" in response["error"]["message"]
+        response = raw.ask("search/query", {"query": "x", "kind": "gadget"}, id_=2)
+        assert response["error"]["code"] == protocol.USAGE_ERROR and "unknown kind" in response["error"]["message"]
+
+
+def test_an_empty_index_answers_index_not_ready(make_repo, daemons):
+    d = daemons
+    d.root = make_repo({"logo.png": b"\x89PNG\r\n\x1a\n\x00\x00"}, name="empty")
+    d.start()
+    d.ready()
+    with d.raw() as raw:
+        assert raw.ask("search/query", {"query": "anything"})["error"]["code"] == protocol.INDEX_NOT_READY
+    through_daemon = d.cli("search", "anything")
+    d.teardown()
+    in_process = d.cli("search", "anything")
+    assert through_daemon.returncode == in_process.returncode == 1
+    assert through_daemon.stderr == in_process.stderr
+
+
+# -- the routing table and error mapping, in-process ---------------------------------------------------------
+
+
+def test_every_protocol_method_has_its_own_handler_module_and_no_more():
+    from localidx.daemon.routes import ROUTES
+
+    assert set(ROUTES) == set(protocol.METHODS)
+    for method, handler in ROUTES.items():
+        assert handler.__module__.startswith("localidx.daemon.handlers.") and handler.__name__ == "handle"
+    assert len({handler.__module__ for handler in ROUTES.values()}) == len(ROUTES)
+
+
+class _Writer:
+    busy = False
+
+    def describe(self):
+        return {}
+
+
+def _bare_daemon(tmp_path):
+    from localidx.daemon.server import Daemon
+
+    root = tmp_path
+    settings = load_settings(None)
+    paths = lifecycle.DaemonPaths(root=root, state=tmp_path, worktree=tmp_path, worktree_key="k",
+                                  socket=tmp_path / "s.sock")
+    embedder = type("E", (), {"model_id": "fake", "dim": 4})()
+    return Daemon(root, False, settings, paths, None, embedder, _Writer())
+
+
+def test_handler_exceptions_become_error_responses(tmp_path, monkeypatch):
+    from localidx.daemon import routes
+    from localidx.errors import UsageError
+    from localidx.retrieve import IndexNotReady
+
+    daemon = _bare_daemon(tmp_path)
+
+    def raiser(exc):
+        def handle(_daemon, _params):
+            raise exc
+        return handle
+
+    cases = [(RuntimeError("boom\nsecond line"), protocol.INTERNAL_ERROR, "RuntimeError: boom"),
+             (IndexNotReady("run localidx index"), protocol.INDEX_NOT_READY, "run localidx index"),
+             (UsageError("empty query"), protocol.USAGE_ERROR, "empty query"),
+             (KeyError("k"), protocol.INTERNAL_ERROR, "KeyError: 'k'")]
+    for exc, code, message in cases:
+        monkeypatch.setitem(routes.ROUTES, "index/status", raiser(exc))
+        response = daemon.handle_frame(protocol.encode(protocol.request(5, "index/status")))
+        assert response == {"id": 5, "error": {"code": code, "message": message}}
+    daemon.request_stop("test")
+    assert daemon.handle_frame(protocol.encode(protocol.request(6, "index/status")))["error"]["code"] == \
+        protocol.SHUTTING_DOWN
+
+
+# -- the watcher ----------------------------------------------------------------------------------------------
+
+
+def test_an_editor_style_atomic_save_is_picked_up_by_the_watcher(daemons):
+    pytest.importorskip("localidx.discover.watch")
+    d = daemons
+    d.start(env={"LOCALIDX_WATCH": "1", "LOCALIDX_WATCH_DEBOUNCE_S": "0.1"})
+    d.ready()
+    with d.raw() as raw:
+        assert raw.ask("daemon/hello", {"protocol_version": 1})["result"]["daemon"]["watcher"] in (
+            "inotify", "polling", "native")
+    temp = d.root / ".auth.py.swp~"
+    temp.write_text(AUTH + "\n\ndef rotate_signing_keys(keyring):\n    return keyring.rotate()\n")
+    os.replace(temp, d.root / "auth.py")
+
+    def found():
+        return any("def rotate_signing_keys" in m["text"] for m in search_over_socket(d, "rotate signing keys"))
+
+    wait_for(found, 30, "the watcher's change to be indexed")
