@@ -5,6 +5,7 @@ for blob ids; hooks and the watcher ask where the repository and its shared git 
 means one module knows git's quirks (bare repositories, worktrees, gitlinks, attribute values that come back as
 ``True`` or ``"true"``, ignore-rule precedence) and no other module runs ``git`` itself. Nothing here starts a
 subprocess: a hook runs localidx on every commit of a possibly 10k-file repository, and git need not be installed.
+The one exception is ``hooks_location``, which asks git where hooks live when they are installed (never from a hook).
 
 Repository data (index, attributes, config) comes from pygit2. Ignore rules do not: libgit2 1.9 drops a negation in
 a nested ``.gitignore`` that re-includes what a parent ``.gitignore`` excluded (libgit2 issue #7284), and its
@@ -17,10 +18,13 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
 import pygit2
+
+from localidx.errors import LocalidxError
 
 log = logging.getLogger(__name__)
 
@@ -286,3 +290,136 @@ def _is_file_or_link(entry: os.DirEntry) -> bool:
         return entry.is_symlink() or entry.is_file(follow_symlinks=False)
     except OSError:
         return False
+
+
+# -- hooks: where git looks for them, what a commit changed, whether a rebase is under way -----------------------
+
+NULL_OID = "0" * 40  # what git passes for "no commit" (post-checkout after a clone)
+
+# Variables a hook's environment may carry that are safe to keep: they tell git how to run, not where the repository
+# is. GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE, GIT_PREFIX and the like describe the git command that ran the hook and
+# point child processes at the wrong place in a linked worktree (pre-commit's ``no_git_env`` learnt this).
+_KEPT_GIT_ENV = frozenset({
+    "GIT_EXEC_PATH", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_COUNT",
+    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSL_CAINFO", "GIT_SSL_NO_VERIFY", "GIT_ASKPASS", "GIT_TRACE",
+})
+
+
+def no_git_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``env`` (default: this process's) without the ``GIT_*`` variables git sets for a hook."""
+    env = os.environ if env is None else env
+    return {
+        k: v for k, v in env.items()
+        if not k.startswith("GIT_") or k in _KEPT_GIT_ENV or k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+    }
+
+
+@dataclass(frozen=True)
+class HooksLocation:
+    """Where git runs hooks from for one repository, and whether ``core.hooksPath`` moved it."""
+
+    path: Path  # the directory git looks in (absolute)
+    default: Path  # <common git dir>/hooks, where it looks without core.hooksPath
+    configured: str | None  # core.hooksPath as written in the config, None when unset
+    scope: str | None  # the config that sets it: "local", "global", "system", "worktree" (None when unknown)
+
+    @property
+    def custom(self) -> bool:
+        """True when core.hooksPath points somewhere other than the default directory (another tool's)."""
+        return self.configured is not None and self.path != self.default
+
+
+def hooks_location(root: Path) -> HooksLocation:
+    """Ask git where the hooks of the work tree at ``root`` live (``git rev-parse --git-path hooks``).
+
+    git's own answer honours core.hooksPath (relative to the work-tree top, ``~`` expanded) and linked worktrees
+    (they share the common dir's hooks). This is the one place localidx starts git, and only when hooks are
+    installed, removed or listed, never from a hook. Raises LocalidxError when git is missing or fails.
+    """
+    path_out = _run_git(root, "rev-parse", "--git-path", "hooks", "--git-common-dir").splitlines()
+    if len(path_out) != 2:
+        raise LocalidxError(f"unexpected answer from `git rev-parse` in {root}: {path_out!r}")
+    hooks, common = ((root / p).resolve() for p in path_out)  # relative answers are relative to the cwd, root
+    configured = scope = None
+    try:
+        scope, _, configured = _run_git(root, "config", "--show-scope", "--get", "core.hooksPath").partition("\t")
+    except LocalidxError:  # exit 1: not set (or git older than 2.26, which has no --show-scope)
+        try:
+            configured = _run_git(root, "config", "--get", "core.hooksPath") or None
+        except LocalidxError:
+            configured = None
+    return HooksLocation(path=hooks, default=common / "hooks", configured=configured or None, scope=scope or None)
+
+
+def git_dir(repo: pygit2.Repository) -> Path:
+    """The git directory of this work tree: ``.git``, or ``<common dir>/worktrees/<name>`` for a linked one.
+
+    Per-worktree state lives here: HEAD, ORIG_HEAD, the index and an in-progress rebase.
+    """
+    return Path(repo.path).resolve()
+
+
+def rebase_in_progress(repo: pygit2.Repository) -> bool:
+    """Whether this work tree is in the middle of a rebase (git keeps ``rebase-merge`` or ``rebase-apply``)."""
+    gd = git_dir(repo)
+    return (gd / "rebase-merge").is_dir() or (gd / "rebase-apply").is_dir()
+
+
+def resolve_commit(repo: pygit2.Repository, rev: str | None) -> pygit2.Commit | None:
+    """The commit ``rev`` (a hex id or a name such as ``HEAD`` or ``ORIG_HEAD``) names, or None."""
+    if not rev or rev == NULL_OID:
+        return None
+    try:
+        return repo.revparse_single(rev).peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        return None
+
+
+def changed_paths(repo: pygit2.Repository, old: pygit2.Commit | None, new: pygit2.Commit) -> list[str]:
+    """Repo-relative paths whose content differs between commits ``old`` and ``new`` (None: every path in ``new``).
+
+    Both sides of a rename and deleted paths are included: the caller must drop the old path's rows too. That is
+    why no rename detection (``find_similar``) runs: without it a rename is a delete plus an add, the same two
+    paths, at no cost on a large diff.
+    """
+    diff = new.tree.diff_to_tree(swap=True) if old is None else repo.diff(old.tree, new.tree)
+    paths: set[str] = set()
+    for delta in diff.deltas:
+        paths.add(delta.old_file.path)
+        paths.add(delta.new_file.path)
+    return sorted(paths)
+
+
+def commit_paths(repo: pygit2.Repository, commit: pygit2.Commit) -> list[str]:
+    """What ``commit`` changed against its first parent; for a root commit, every path in it."""
+    parents = commit.parent_ids
+    parent = resolve_commit(repo, str(parents[0])) if parents else None
+    if parents and parent is None:
+        # A shallow clone's boundary commit: its parent is not here, so only its whole tree is known.
+        log.debug("parent of %s is missing; taking its whole tree", commit.id)
+    return changed_paths(repo, parent, commit)
+
+
+def last_head_move(repo: pygit2.Repository) -> tuple[str, str, str] | None:
+    """(old id, new id, message) of the newest entry in HEAD's reflog, or None when there is none."""
+    try:
+        entry = next(iter(repo.references["HEAD"].log()))
+    except (KeyError, StopIteration, pygit2.GitError):
+        return None
+    return str(entry.oid_old), str(entry.oid_new), entry.message or ""
+
+
+def _run_git(root: Path, *args: str) -> str:
+    import subprocess
+
+    try:
+        proc = subprocess.run(["git", *args], cwd=root, env=no_git_env(), capture_output=True, text=True,
+                              timeout=30)
+    except FileNotFoundError:
+        raise LocalidxError("git is not installed (or not on PATH); hooks need it") from None
+    except subprocess.TimeoutExpired:
+        raise LocalidxError(f"`git {' '.join(args)}` did not answer within 30 s") from None
+    if proc.returncode != 0:
+        reason = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+        raise LocalidxError(f"`git {' '.join(args)}` failed: {reason}")
+    return proc.stdout.strip()
