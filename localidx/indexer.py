@@ -421,6 +421,7 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
 
 
 EMBED_COMMIT_ROWS = 256  # vectors per LanceDB commit: small enough that a stopped run loses little
+EMBED_STEP = 16  # texts per model call while filling vectors; new work is looked for between steps
 COMPACT_EVERY_VERSIONS = 64  # table versions (commits) between compactions
 INLINE_EMBED_MAX = 64  # new texts in a write batch that are embedded before it is written rather than after
 
@@ -462,16 +463,25 @@ def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> 
         for r in rows:
             if r["embed_key"] not in cached:
                 missing.setdefault(r["embed_key"], r["search_text"])
-        if missing:
-            cached.update(_embed_texts(index, missing))
-            stats.chunks_embedded += len(missing)
-        stats.chunks_reused += len(rows) - len(missing)
-        store.set_vectors([r["id"] for r in rows], [_as_array(cached[r["embed_key"]]) for r in rows])
-        done += len(part)
+        stopped = False
+        keys = list(missing)
+        for at in range(0, len(keys), EMBED_STEP):
+            step = keys[at : at + EMBED_STEP]
+            cached.update(_embed_texts(index, {k: missing[k] for k in step}))
+            stats.chunks_embedded += len(step)
+            # Asked between model batches (about a second each), not between commits (ten or more): a save made
+            # while a backlog is embedding waits at most one batch before its own pass starts.
+            if should_stop is not None and at + EMBED_STEP < len(keys) and should_stop():
+                stopped = True
+                break
+        ready = [r for r in rows if r["embed_key"] in cached]
+        stats.chunks_reused += sum(1 for r in ready if r["embed_key"] not in missing)
+        store.set_vectors([r["id"] for r in ready], [_as_array(cached[r["embed_key"]]) for r in ready])
+        done += len(ready)
         elapsed = time.perf_counter() - started
         rate = stats.chunks_embedded / elapsed if elapsed > 0 else 0.0
         progress("embed", done=done, total=total, rate=rate)
-        if should_stop is not None and should_stop():
+        if stopped or (should_stop is not None and should_stop()):
             break
     stats.embed_s = round(time.perf_counter() - started, 3)
     stats.rate = round(stats.chunks_embedded / stats.embed_s, 2) if stats.embed_s else 0.0
