@@ -125,7 +125,7 @@ def walk_unignored(
     files (FIFOs, sockets, devices) are listed only with ``keep_special``. ``within`` limits the walk to these
     paths or directories ("" meaning everything).
     """
-    tracked_dirs = _parent_dirs(tracked)
+    tracked_dirs = parent_dirs(tracked)
     out: list[str] = []
     unlistable: list[str] = []
     # Each item: (directory relative to root, the ignore levels that apply in it, whether git ignores it).
@@ -218,7 +218,7 @@ def attributes_mention(repo: pygit2.Repository, paths: list[str], name: str) -> 
     ``.gitattributes`` only for line endings.
     """
     root = work_root(repo)
-    candidates = [root / d / _ATTRIBUTES_NAME for d in {""} | _parent_dirs(paths)]
+    candidates = [root / d / _ATTRIBUTES_NAME for d in {""} | parent_dirs(paths)]
     candidates.append(common_dir(repo) / "info" / "attributes")
     candidates.append(_global_git_file(repo, "core.attributesFile", "attributes"))
     for path in candidates:
@@ -263,7 +263,8 @@ def _global_git_file(repo: pygit2.Repository, key: str, default_name: str) -> Pa
     return Path(xdg, "git", default_name)
 
 
-def _parent_dirs(paths) -> set[str]:
+def parent_dirs(paths) -> set[str]:
+    """Every directory above the given repo-relative paths ("a/b/c.py" -> "a/b", "a")."""
     dirs: set[str] = set()
     for path in paths:
         cut = path.rfind("/")

@@ -20,6 +20,24 @@ def update_goldens(request) -> bool:
     return request.config.getoption("--update-goldens")
 
 
+@pytest.fixture
+def isolated_git_config(tmp_path_factory, monkeypatch):
+    """Keep the machine's git config (a global excludesFile, say) out of both git and pygit2."""
+    import pygit2
+
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    levels = (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG, pygit2.enums.ConfigLevel.SYSTEM)
+    saved = {level: pygit2.settings.search_path[level] for level in levels}
+    for level in levels:
+        pygit2.settings.search_path[level] = str(home)
+    yield home
+    for level, value in saved.items():
+        pygit2.settings.search_path[level] = value
+
+
 def git(cwd: Path, *args: str) -> str:
     """Run git with a fixed identity, so tests need no global git config."""
     return subprocess.run(

@@ -19,19 +19,8 @@ DEFAULT = Settings()
 
 
 @pytest.fixture(autouse=True)
-def no_user_git_config(tmp_path_factory, monkeypatch):
-    """Keep the machine's git config (a global excludesFile, attributes file) out of both git and pygit2."""
-    home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    levels = (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG, pygit2.enums.ConfigLevel.SYSTEM)
-    saved = {level: pygit2.settings.search_path[level] for level in levels}
-    for level in levels:
-        pygit2.settings.search_path[level] = str(home)
-    yield home
-    for level, value in saved.items():
-        pygit2.settings.search_path[level] = value
+def no_user_git_config(isolated_git_config):
+    return isolated_git_config
 
 
 def git(repo: Path, *args: str) -> str:

@@ -640,7 +640,7 @@ class _Rules:
             return False
         self._index_stamp = stamp
         self._tracked = frozenset(gitrepo.blob_ids(self.repo))
-        self._tracked_dirs = frozenset(_parent_dirs(self._tracked))
+        self._tracked_dirs = frozenset(gitrepo.parent_dirs(self._tracked))
         return True
 
     def reload_localidxignore(self) -> None:
@@ -745,14 +745,3 @@ def _is_real_dir(path: str) -> bool:
         return False
 
 
-def _parent_dirs(paths: Iterable[str]) -> set[str]:
-    dirs: set[str] = set()
-    for path in paths:
-        cut = path.rfind("/")
-        while cut > 0:
-            parent = path[:cut]
-            if parent in dirs:
-                break
-            dirs.add(parent)
-            cut = parent.rfind("/")
-    return dirs
