@@ -1,5 +1,17 @@
-"""``python -m localidx`` runs the CLI."""
+"""``python -m localidx`` runs the CLI.
 
-from localidx.cli import main
+``-m`` puts the current directory first on ``sys.path``; localidx runs inside arbitrary repositories (the git hooks run
+it from the work tree's top), and a repository with its own ``json/``, ``tomllib/`` or ``click/`` package would
+otherwise be imported in place of the real one. The package itself is already imported by now, so dropping that
+entry loses nothing.
+"""
+
+import os
+import sys
+
+if sys.path and sys.path[0] in ("", os.getcwd()):
+    del sys.path[0]
+
+from localidx.cli import main  # noqa: E402
 
 main()
