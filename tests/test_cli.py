@@ -201,3 +201,13 @@ def test_eval_prints_recall_and_mrr(repo, tmp_path):
     queries.write_text('{"query": "x"}\nnot json\n')
     assert "q.jsonl:1" in assert_one_line_error(run_env(repo, env, "eval", str(queries)))
     assert "no such file" in assert_one_line_error(run_env(repo, env, "eval", str(tmp_path / "none.jsonl")))
+
+
+def test_a_repository_package_named_like_a_module_does_not_shadow_ours(make_repo):
+    # The hooks run `python -m localidx` from the top of the work tree; a repository's own tomllib/ (or json/, click/)
+    # must not be imported in place of the real one.
+    root = make_repo({"tomllib/__init__.py": "raise ImportError('the repository copy was imported')\n",
+                      "app.py": "def f():\n    return 1\n"})
+    proc = run(root, "chunks", "app.py")
+    assert proc.returncode == 0, proc.stderr
+    assert "app.py:1-2" in proc.stdout
