@@ -103,7 +103,10 @@ def map_files(func, jobs: list, workers: int) -> Iterator:
 
     if "lancedb" in sys.modules:
         # LanceDB's runtime threads do not survive a fork: start workers from a clean server process that has
-        # imported only the chunker.
+        # imported only the chunker. That server starts as `python -c ...` in the current directory, usually a
+        # repository, which `-c` would put first on sys.path: its own multiprocessing/ or json/ package would be
+        # imported instead of the real one. PYTHONSAFEPATH (Python 3.11+) keeps it off.
+        os.environ.setdefault("PYTHONSAFEPATH", "1")
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["localidx.chunk", "localidx.indexer"])
     else:

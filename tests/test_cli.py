@@ -211,3 +211,13 @@ def test_a_repository_package_named_like_a_module_does_not_shadow_ours(make_repo
     proc = run(root, "chunks", "app.py")
     assert proc.returncode == 0, proc.stderr
     assert "app.py:1-2" in proc.stdout
+
+
+def test_worker_processes_do_not_import_the_repository_either(make_repo, tmp_path):
+    # Indexing starts worker processes (`python -c ...` in the repository's directory) once LanceDB is loaded.
+    files = {f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(12)}
+    files["multiprocessing/__init__.py"] = "raise ImportError('the repository copy was imported')\n"
+    root = make_repo(files)
+    proc = run_env(root, {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}, "index", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["files_processed"] == 13
