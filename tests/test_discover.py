@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import zlib
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from localidx import gitrepo
 from localidx.config import Settings
 from localidx.discover import SKIP_REASONS, check_content, discover, find_root, read_source
 from localidx.errors import UsageError
+from conftest import git
 
 DEFAULT = Settings()
 
@@ -21,11 +21,6 @@ DEFAULT = Settings()
 @pytest.fixture(autouse=True)
 def no_user_git_config(isolated_git_config):
     return isolated_git_config
-
-
-def git(repo: Path, *args: str) -> str:
-    cmd = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", *args]
-    return subprocess.run(cmd, cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> None:

@@ -6,7 +6,6 @@ import errno
 import logging
 import os
 import shutil
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from localidx.config import Settings
 from localidx.discover import watch
 from localidx.discover.watch import Watcher
+from conftest import git
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/sys/fs/inotify"), reason="needs Linux inotify")
 
@@ -27,11 +27,6 @@ QUIET = 1.2  # long enough for any batch a change would cause: debounce plus wat
 @pytest.fixture(autouse=True)
 def no_user_git_config(isolated_git_config):
     return isolated_git_config
-
-
-def git(repo: Path, *args: str) -> str:
-    cmd = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", *args]
-    return subprocess.run(cmd, cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
 def write(root: Path, files: dict[str, str]) -> None:
