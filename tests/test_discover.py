@@ -6,7 +6,6 @@ import os
 import zlib
 from pathlib import Path
 
-import pygit2
 import pytest
 
 from localidx import gitrepo

@@ -10,7 +10,6 @@ import threading
 import time
 from pathlib import Path
 
-import pygit2
 import pytest
 
 from localidx.config import Settings
