@@ -275,6 +275,33 @@ def _chunk_job(job: tuple[str, str, str, Settings]):
     return path, (st.st_mtime_ns, st.st_size), blob, result, result.skipped
 
 
+@dataclass
+class WorkTreeChanges:
+    """How the listed files stand against the catalog, by stat alone (a changed stat may still hold the same content:
+    the indexer then compares blob ids)."""
+
+    changed: list  # (SourceFile, FileRecord or None): new, or its stat differs from the catalog's
+    same: list  # FileRecord of files whose stat matches
+    gone: list  # catalog paths (within ``only``) no longer listed
+
+
+def work_tree_changes(files, records: dict, only: list[str] | None = None) -> WorkTreeChanges:
+    """Compare discovered files with catalog records; a file that vanishes while being compared is left out."""
+    listed = {f.path for f in files}
+    changes = WorkTreeChanges(changed=[], same=[], gone=[p for p in records if _within(p, only) and p not in listed])
+    for f in files:
+        rec = records.get(f.path)
+        try:
+            st = os.stat(f.abs_path)
+        except OSError:
+            continue
+        if rec is not None and (rec.mtime_ns, rec.size) == (st.st_mtime_ns, st.st_size):
+            changes.same.append(rec)
+        else:
+            changes.changed.append((f, rec))
+    return changes
+
+
 def _within(path: str, only: list[str] | None) -> bool:
     return only is None or any(path == o or path.startswith(o.rstrip("/") + "/") for o in only)
 
@@ -320,23 +347,15 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
 
     found = discover(root, settings, only=only)
     records = catalog.files()
-    listed = {f.path for f in found.files}
     stats.files_skipped = len(found.skipped)
-    gone = [p for p in records if _within(p, only) and p not in listed]
-    candidates = []
-    for f in found.files:
-        rec = records.get(f.path)
-        try:
-            st = os.stat(f.abs_path)
-        except OSError:
-            continue
-        if rec is not None and rec.mtime_ns == st.st_mtime_ns and rec.size == st.st_size:
-            if rec.skipped:
-                stats.files_skipped += 1
-            else:
-                stats.files_unchanged += 1
-            continue
-        candidates.append((f.path, str(f.abs_path), rec.file_hash if rec else "", settings))
+    changes = work_tree_changes(found.files, records, only)
+    gone = changes.gone
+    for rec in changes.same:
+        if rec.skipped:
+            stats.files_skipped += 1
+        else:
+            stats.files_unchanged += 1
+    candidates = [(f.path, str(f.abs_path), rec.file_hash if rec else "", settings) for f, rec in changes.changed]
     progress("scan", files=len(found.files), changed=len(candidates), deleted=len(gone))
 
     batch_paths: list[str] = []

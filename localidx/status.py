@@ -31,23 +31,10 @@ def _writer_running(lock: Path) -> bool:
 
 def _work_tree_changes(root: Path, settings: Settings, records) -> dict:
     from localidx.discover import discover
+    from localidx.indexer import work_tree_changes
 
-    found = discover(root, settings)
-    listed = {f.path: f for f in found.files}
-    changed = []
-    for path, f in listed.items():
-        rec = records.get(path)
-        if rec is None:
-            changed.append(path)
-            continue
-        try:
-            st = os.stat(f.abs_path)
-        except OSError:
-            continue
-        if (st.st_mtime_ns, st.st_size) != (rec.mtime_ns, rec.size):
-            changed.append(path)
-    deleted = [p for p in records if p not in listed]
-    return {"changed": sorted(changed), "deleted": sorted(deleted)}
+    changes = work_tree_changes(discover(root, settings).files, records)
+    return {"changed": sorted(f.path for f, _rec in changes.changed), "deleted": sorted(changes.gone)}
 
 
 def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: bool = True,
