@@ -90,7 +90,10 @@ def cache_schema(dim: int) -> pa.Schema:
 
 
 class ChunkStore:
-    def __init__(self, db_dir: Path, worktree_key: str, model_id: str, dim: int, read_only: bool = False):
+    def __init__(self, db_dir: Path, worktree_key: str, model_id: str, dim: int, read_only: bool = False,
+                 variant: str = ""):
+        """``variant``: a suffix for the chunk table's name when the rows' text depends on more than the model and
+        META_VERSION (``localidx.summarize.table_variant``); "" for the plain table."""
         import lancedb
 
         self.db_dir = db_dir
@@ -98,7 +101,8 @@ class ChunkStore:
         self.model_id = model_id
         from localidx.enrich import META_VERSION
 
-        self.table_name = f"chunks_s{SCHEMA_VERSION}_m{META_VERSION}_{_slug(model_id)}_{_slug(worktree_key)}"
+        extra = f"_{_slug(variant)}" if variant else ""
+        self.table_name = f"chunks_s{SCHEMA_VERSION}_m{META_VERSION}_{_slug(model_id)}{extra}_{_slug(worktree_key)}"
         self.cache_name = f"vectors_{_slug(model_id)}_d{dim}"
         self.read_only = read_only
         if read_only and not db_dir.exists():
@@ -181,6 +185,17 @@ class ChunkStore:
         schema = pa.schema([chunk_schema(self.dim).field("id"), chunk_schema(self.dim).field("vector")])
         data = pa.Table.from_pylist([{"id": i, "vector": v.tolist()} for i, v in zip(ids, vectors)], schema=schema)
         self.table().merge_insert("id").when_matched_update_all().execute(data)
+
+    def set_texts(self, rows: list[dict]) -> None:
+        """In one commit, rewrite rows' ``search_text``, ``bm25_text`` and ``embed_key`` (by ``id``) and clear their
+        vectors, which the indexer then fills again (the summarize stage's edit)."""
+        if not rows:
+            return
+        full = chunk_schema(self.dim)
+        names = ["id", "search_text", FTS_COLUMN, "embed_key", "vector"]
+        schema = pa.schema([full.field(n) for n in names])
+        data = pa.Table.from_pylist([{**{n: r[n] for n in names[:-1]}, "vector": None} for r in rows], schema=schema)
+        self.table().merge_insert("id").when_matched_update_all().execute(data, on_bad_vectors="null")
 
     def cache_get(self, keys: list[str]) -> dict[str, list[float]]:
         if not keys or self.cache_name not in self._names():
