@@ -34,6 +34,7 @@ class FileChunks:
     errors: list[str] = field(default_factory=list)  # reasons of the sentinel chunks
     symbols: int = 0
     size: int = 0
+    imports: list[str] = field(default_factory=list)  # import statements' text (call relations read them)
 
 
 def _line_offsets(data: bytes) -> list[int]:
@@ -157,6 +158,7 @@ def _chunk_source(path, spec, data, lines, settings, ctx, result) -> list[Chunk]
         )
     result.symbols = len(parsed.symbols)
     ctx.imports = [text for _s, _e, text in parsed.imports]
+    result.imports = ctx.imports
     ctx.module_doc = parsed.module_doc
     ctx.endpoints = parsed.endpoints
     if PurePosixPath(path).name == "__init__.py" and _import_only(lines, parsed.imports):

@@ -78,6 +78,11 @@ class Catalog:
     def close(self) -> None:
         self._db.close()
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The SQLite connection, for tables kept beside the catalog (``localidx.store.relations``)."""
+        return self._db
+
     # -- identity and run state -------------------------------------------------------------------------------
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
