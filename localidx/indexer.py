@@ -7,6 +7,8 @@
 2. Chunk the changed files on every core; write their rows in batches, one LanceDB commit per batch (a file is never
    half old and half new), then record them in the catalog. Rows whose embedding key is in the vector cache get
    their vector at once; the rest are written without one. The full-text index is updated: BM25 search works now.
+   With ``summarize`` on, code rows first get their cached LLM explanations (``localidx.summarize``), and after the
+   write the summarize stage explains the rest, rewriting those rows with a null vector (an LLM failure only stops it).
 3. Fill the missing vectors, highest priority first, embedding only text the cache has never seen.
 
 A run killed at any point leaves rows the catalog vouches for, plus at most some rows it does not: the next run
@@ -171,6 +173,9 @@ class RunStats:
     chunks_reused: int = 0  # vector found in the cache
     chunks_deleted: int = 0
     chunks_pending: int = 0  # still without a vector (the run was stopped, or embedding was deferred)
+    chunks_explained: int = 0  # summarize: explanations the LLM wrote this run
+    explain_failures: int = 0  # summarize: LLM calls that failed this run
+    explain_pending: int = 0  # summarize: code chunks still waiting for an explanation
     duration_s: float = 0.0
     write_s: float = 0.0
     embed_s: float = 0.0
@@ -179,6 +184,7 @@ class RunStats:
     rebuilt: bool = False
     started_at: float = 0.0
     errors: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)  # one line each: a stage that stopped (an unreachable LLM...)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -211,9 +217,11 @@ def open_index_at(paths, settings: Settings, read_only: bool = False, embedder=N
     from localidx.embed import get_embedder
     from localidx.store.catalog import Catalog
     from localidx.store.lance import ChunkStore
+    from localidx.summarize import table_variant
 
     embedder = embedder or get_embedder(settings.embed_model, threads=settings.embed_threads or None)
-    store = ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only)
+    store = ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only,
+                       variant=table_variant(settings))
     catalog = Catalog(paths.catalog, create=not read_only)
     return Index(paths=paths, settings=settings, catalog=catalog, store=store, embedder=embedder)
 
@@ -328,21 +336,27 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
     with vectors still pending, to be filled by a later pass."""
     from localidx.discover import discover
     from localidx.store.catalog import FileRecord
+    from localidx.store.relations import Relations, file_relations
+    from localidx.summarize import open_explainer
 
     progress = progress or (lambda *a, **k: None)
+    explainer = open_explainer(index, settings)  # None unless summarize is on; ConfigError without llm_base_url
     stats = RunStats(model=index.embedder.model_id, started_at=time.time())
     started = time.perf_counter()
     store, catalog = index.store, index.catalog
     # A rebuild, a new model or schema (a new table name), or a catalog that vouches for nothing: start empty.
-    stats.rebuilt = catalog.bind(store.table_name, force=rebuild) or rebuild
+    relations = Relations(catalog)  # call relations, kept beside the catalog records; stale ones force a rebuild
+    stats.rebuilt = catalog.bind(store.table_name, force=rebuild or relations.stale) or rebuild
     if stats.rebuilt or catalog.count() == 0:
         store.drop()
+        relations.clear()
     store.drop_other_tables(index.paths.worktree_key)
     if catalog.dirty:
         # The last run died: rows of paths the catalog does not know may exist. Remove them first.
         orphans = sorted(store.indexed_paths() - set(catalog.files()))
         log.info("previous run was interrupted; removing rows of %d unrecorded paths", len(orphans))
         store.delete_paths(orphans)
+        relations.remove(orphans)
     catalog.set_dirty(True)
 
     found = discover(root, settings, only=only)
@@ -361,10 +375,13 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
     batch_paths: list[str] = []
     batch_rows: list[dict] = []
     batch_records: list = []
+    batch_relations: list = []
 
     def flush() -> None:
         if not batch_paths:
             return
+        if explainer is not None:
+            explainer.annotate(batch_rows)  # cached explanations go into the rows; the other code rows are queued
         cached = store.cache_get([r["embed_key"] for r in batch_rows])
         stats.chunks_reused += sum(1 for r in batch_rows if r["embed_key"] in cached)
         missing = {}
@@ -379,11 +396,13 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
         for row in batch_rows:
             row["vector"] = cached.get(row["embed_key"])
         store.replace_files(list(batch_paths), list(batch_rows))
+        relations.replace_files(list(batch_relations))
         catalog.put(list(batch_records))
         stats.chunks_written += len(batch_rows)
         batch_paths.clear()
         batch_rows.clear()
         batch_records.clear()
+        batch_relations.clear()
 
     write_started = time.perf_counter()
     done = 0
@@ -404,6 +423,7 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
                 stats.chunks_deleted += len(rec.chunk_ids)
             batch_paths.append(path)
             batch_records.append(FileRecord(path, blob, st[0], st[1], "", [], 0, skipped=reason))
+            batch_relations.append(file_relations(path, [], []))
             continue
         if result is None:
             catalog.touch(path, *st)  # same content, new stat (a touch, a checkout back and forth)
@@ -419,11 +439,13 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
         batch_paths.append(path)
         batch_rows.extend(_row(c, blob, index.embedder.model_id) for c in result.chunks)
         batch_records.append(FileRecord(path, blob, st[0], st[1], result.language, [c.id for c in result.chunks], 0))
+        batch_relations.append(file_relations(path, result.chunks, result.imports))
         if len(batch_rows) >= settings.write_batch_rows:
             flush()
     flush()
     if gone:
         store.delete_paths(gone)
+        relations.remove(gone)
         stats.chunks_deleted += sum(len(records[p].chunk_ids) for p in gone if p in records)
         catalog.remove(gone)
         stats.files_deleted = len(gone)
@@ -432,6 +454,8 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
     progress("written", chunks=stats.chunks_written)
     catalog.set_dirty(False)
 
+    if explainer is not None:
+        explainer.run(stats, progress, should_stop)  # rewrites explained rows with a null vector: filled below
     if embed:
         _fill_vectors(index, stats, progress, should_stop)
     stats.chunks_pending = len(store.pending_vectors())
@@ -439,6 +463,11 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
         _compact_now_and_then(index)
     stats.duration_s = round(time.perf_counter() - started, 3)
     catalog.set_last_run(stats.to_dict())
+    from localidx import registry
+
+    # Listed in the per-user registry for cross-repository queries; an unchanged entry costs one small read.
+    changed = bool(stats.chunks_written or stats.chunks_embedded or stats.files_deleted or stats.rebuilt)
+    registry.register(root, index.paths, index.embedder.model_id, changed=changed)
     return stats
 
 

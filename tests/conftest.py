@@ -20,6 +20,14 @@ def update_goldens(request) -> bool:
     return request.config.getoption("--update-goldens")
 
 
+@pytest.fixture(autouse=True)
+def isolated_registry(tmp_path_factory, monkeypatch) -> Path:
+    """Every test (and every process it starts) registers its indexes in a registry of its own, not the user's."""
+    path = tmp_path_factory.mktemp("registry") / "registry.json"
+    monkeypatch.setenv("LOCALIDX_REGISTRY", str(path))
+    return path
+
+
 @pytest.fixture
 def isolated_git_config(tmp_path_factory, monkeypatch):
     """Keep the machine's git config (a global excludesFile, say) out of both git and pygit2."""

@@ -1,0 +1,292 @@
+"""The per-user registry of every index on this machine, so that cross-repository queries can find them all.
+
+Place in the flow: beside the store. The indexer registers its work tree at the end of every successful pass;
+``localidx repos``, ``search --all-repos``/``context --all-repos`` and the MCP tool ``rag_search_global`` read it.
+
+The registry is one small JSON file, ``platformdirs.user_data_dir("localidx")/registry.json`` (``LOCALIDX_REGISTRY``
+names another file)::
+
+    {"version": 1, "repos": [{"name": "app", "root": "/src/app", "index": "/src/app/.git/localidx",
+                              "model": "...", "registered_at": 1718000000.0, "last_indexed_at": 1718000300.0}]}
+
+Invariants:
+- One entry per work-tree root (absolute path). ``name`` is the root's directory name, made unique with ``~2``,
+  ``~3``... when another root already has it; an entry keeps its name for as long as it is listed.
+- ``index`` is the index's state dir (``IndexPaths.state``); the work tree's catalog lives under it.
+- Writers take an exclusive ``flock`` on ``registry.json.lock``, re-read, and replace the file atomically (a temp file
+  in the same directory, then ``os.replace``): concurrent indexers never lose each other's entries, and readers, who
+  take no lock, see either the old file or the new one.
+- A registry that cannot be read (corrupt, not ours) reads as empty with one warning line, never a traceback; the
+  next registration rewrites it.
+- Registering an unchanged entry writes nothing: an incremental run that changed nothing only reads the file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from localidx.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+REGISTRY_ENV = "LOCALIDX_REGISTRY"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Entry:
+    """One registered index."""
+
+    name: str
+    root: str  # the work tree, absolute
+    index: str  # the state dir that holds its index
+    model: str  # the embedding model id it was indexed with
+    registered_at: float
+    last_indexed_at: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def index_paths(self):
+        """The ``IndexPaths`` of this entry's index (the state dir as registered, whatever LOCALIDX_HOME says now)."""
+        from localidx.store.paths import index_paths
+
+        return index_paths(Path(self.root), True, home=self.index)
+
+    def gone(self) -> str | None:
+        """Why this entry no longer points at an index ("its work tree is gone", ...), or None."""
+        if not Path(self.root).is_dir():
+            return f"its work tree {self.root} is gone"
+        if not self.index_paths().worktree.is_dir():
+            return f"its index under {self.index} is gone"
+        return None
+
+
+def registry_path() -> Path:
+    """The registry file: ``$LOCALIDX_REGISTRY``, else ``registry.json`` in the per-user data dir."""
+    override = os.environ.get(REGISTRY_ENV)
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("localidx")) / "registry.json"
+
+
+# -- reading and writing the file -----------------------------------------------------------------------------
+
+
+def _parse_entry(item) -> Entry | None:
+    if not isinstance(item, dict):
+        return None
+    try:
+        entry = Entry(name=str(item["name"]), root=str(item["root"]), index=str(item["index"]),
+                      model=str(item.get("model", "")), registered_at=float(item.get("registered_at", 0.0)),
+                      last_indexed_at=float(item.get("last_indexed_at", 0.0)))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return entry if entry.name and os.path.isabs(entry.root) and entry.index else None
+
+
+def _read(path: Path) -> tuple[list[Entry], list[str]]:
+    """The entries in the file and what was wrong with it (one line each); a missing file is an empty registry."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return [], []
+    except OSError as exc:
+        return [], [f"cannot read the repository registry {path} ({exc.strerror or exc}); treating it as empty"]
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return [], [f"the repository registry {path} is corrupt; treating it as empty (the next `localidx index` "
+                    f"rewrites it)"]
+    if not isinstance(data, dict) or not isinstance(data.get("repos"), list):
+        return [], [f"the repository registry {path} is not a localidx registry; treating it as empty (the next "
+                    f"`localidx index` rewrites it)"]
+    entries, bad = [], 0
+    for item in data["repos"]:
+        entry = _parse_entry(item)
+        if entry is None:
+            bad += 1
+        else:
+            entries.append(entry)
+    warnings = [f"the repository registry {path}: ignored {bad} unreadable entries"] if bad else []
+    return entries, warnings
+
+
+def _write(path: Path, entries: list[Entry]) -> None:
+    data = {"version": FORMAT_VERSION, "repos": [e.to_dict() for e in sorted(entries, key=lambda e: e.name)]}
+    fd, tmp = tempfile.mkstemp(prefix=".registry-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold the registry's write lock (a sibling file: ``os.replace`` swaps the registry's inode under a reader)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _unique_name(wanted: str, taken: set[str]) -> str:
+    if wanted not in taken:
+        return wanted
+    n = 2
+    while f"{wanted}~{n}" in taken:
+        n += 1
+    return f"{wanted}~{n}"
+
+
+# -- the public operations ------------------------------------------------------------------------------------
+
+
+def register(root: Path, index_paths, model_id: str, changed: bool = True) -> Entry | None:
+    """Record that the work tree at ``root`` has an index at ``index_paths`` (its ``IndexPaths``) for ``model_id``.
+
+    ``changed`` says the pass changed the index: ``last_indexed_at`` moves only then. An entry that would not change
+    is not written (no lock taken). Never raises: a registry that cannot be written is logged as a warning and
+    indexing goes on. Returns the entry, or None when it could not be recorded."""
+    path = registry_path()
+    root_s = str(Path(root).resolve())
+    index_s = str(Path(index_paths.state))
+
+    def unchanged(entries: list[Entry]) -> Entry | None:
+        for e in entries:
+            if e.root == root_s and e.index == index_s and e.model == model_id and not changed:
+                return e
+        return None
+
+    try:
+        current, _ = _read(path)
+        same = unchanged(current)
+        if same is not None:
+            return same
+        with _locked(path):
+            entries, warnings = _read(path)  # again, under the lock: another process may have written meanwhile
+            for warning in warnings:
+                log.warning("%s", warning)
+            same = unchanged(entries)
+            if same is not None:
+                return same
+            now = round(time.time(), 3)
+            mine = next((e for e in entries if e.root == root_s), None)
+            if mine is None:
+                name = _unique_name(Path(root_s).name or root_s, {e.name for e in entries})
+                mine = Entry(name=name, root=root_s, index=index_s, model=model_id, registered_at=now,
+                             last_indexed_at=now)
+                entries.append(mine)
+            else:
+                mine.index, mine.model = index_s, model_id
+                if changed:
+                    mine.last_indexed_at = now
+            _write(path, entries)
+            return mine
+    except OSError as exc:
+        log.warning("could not update the repository registry %s: %s", path, exc.strerror or exc)
+        return None
+
+
+def load(prune: bool = True) -> tuple[list[Entry], list[str]]:
+    """The registered indexes, by name, and warnings (one line each) about the registry.
+
+    With ``prune``, entries whose work tree or index is gone are dropped from the result and from the file, each
+    with a warning saying so."""
+    path = registry_path()
+    entries, warnings = _read(path)
+    if not prune:
+        return sorted(entries, key=lambda e: e.name), warnings
+    gone = [(e, why) for e in entries if (why := e.gone())]
+    if gone:
+        try:
+            with _locked(path):
+                fresh, _ = _read(path)
+                drop = {e.root for e, _ in gone}
+                kept = [e for e in fresh if e.root not in drop or not e.gone()]
+                if len(kept) != len(fresh):
+                    _write(path, kept)
+        except OSError as exc:
+            warnings.append(f"could not update the repository registry {path}: {exc.strerror or exc}")
+        warnings.extend(f"removed {e.name} from the repository registry: {why}" for e, why in gone)
+        entries = [e for e in entries if e.root not in {g.root for g, _ in gone}]
+    return sorted(entries, key=lambda e: e.name), warnings
+
+
+def entries(prune: bool = True) -> list[Entry]:
+    """``load``'s entries; its warnings go to the log."""
+    found, warnings = load(prune=prune)
+    for warning in warnings:
+        log.warning("%s", warning)
+    return found
+
+
+def remove(target: str) -> Entry:
+    """Remove the entry named ``target``, or else the one whose work tree is the path ``target``; returns it.
+    Raises UsageError when none matches. The index itself is left alone."""
+    path = registry_path()
+    with _locked(path):
+        found, _ = _read(path)
+        match = next((e for e in found if e.name == target), None)
+        if match is None:
+            resolved = str(Path(target).expanduser().resolve())
+            match = next((e for e in found if e.root == resolved), None)
+        if match is None:
+            known = ", ".join(e.name for e in found) or "none"
+            raise UsageError(f"no registered repository named or at {target!r} (registered: {known})")
+        _write(path, [e for e in found if e.root != match.root])
+    return match
+
+
+def open_all(settings_loader: Callable | None = None, embedder=None) -> tuple[list[tuple[str, object]], list[str]]:
+    """Open every registered index read-only: ``([(name, Index), ...], warnings)``.
+
+    Each repository's settings come from ``settings_loader(root)`` (default ``load_settings``). Repositories indexed
+    with the same model share one embedder (``embedder``, when given, serves those whose model id is its own). An
+    index that cannot be opened is skipped with a warning. The caller closes the indexes (``Index.close``)."""
+    from localidx.indexer import open_index_at
+
+    if settings_loader is None:
+        from localidx.config import load_settings as settings_loader
+    found, warnings = load(prune=True)
+    embedders: dict[str, object] = {}
+    if embedder is not None:
+        embedders[embedder.model_id] = embedder
+    opened: list[tuple[str, object]] = []
+    for entry in found:
+        try:
+            settings = settings_loader(Path(entry.root))
+            shared = embedders.get(entry.model) or embedders.get(f"name:{settings.embed_model}")
+            if shared is None:
+                from localidx.embed import get_embedder
+
+                shared = get_embedder(settings.embed_model, threads=settings.embed_threads or None)
+                embedders[shared.model_id] = shared
+                embedders[f"name:{settings.embed_model}"] = shared
+            opened.append((entry.name, open_index_at(entry.index_paths(), settings, read_only=True, embedder=shared)))
+        except Exception as exc:  # one broken repository must not take the others down
+            warnings.append(f"skipped {entry.name} ({entry.root}): {type(exc).__name__}: {exc}")
+    return opened, warnings
