@@ -276,14 +276,21 @@ def _open_for_reading(root: Path, in_git: bool, settings):
 @click.option("--lang", "language", default=None, help="Only this language (python, go, markdown, ...).")
 @click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style).")
 @click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...).")
+@click.option("--all-repos", is_flag=True, help="Search every repository in the per-user registry (`localidx repos`).")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"matches\": [...]} as JSON.")
 def search(query: str, k: int, mode: str, language: str | None, path_glob: str | None, kind: str | None,
-           as_json: bool) -> None:
+           all_repos: bool, as_json: bool) -> None:
     """Search the index: BM25 and vectors fused; prints path:start-end, symbol, score and a snippet."""
     from localidx.discover import find_root
 
     if kind:
         _parse_kinds(kind)
+    if all_repos:
+        matches, problems = _search_all_repos(query, k, mode, language, path_glob, kind)
+        for problem in problems:
+            click.echo(f"localidx: warning: {problem}", err=True)
+        _print_matches(matches, as_json)
+        return
     root, in_git = find_root(Path.cwd())
     settings = _settings(root)
     client = _running_daemon(root, in_git, settings)
@@ -301,6 +308,33 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
             matches = [m.to_dict() for m in found]
         finally:
             index.close()
+    _print_matches(matches, as_json)
+
+
+def _search_all_repos(query: str, k: int, mode: str, language, path_glob, kind) -> tuple[list[dict], list[str]]:
+    """Search every registered repository; the best ``k`` over all, each labelled with its ``repo``."""
+    from localidx.registry import open_all
+    from localidx.retrieve import search as run_search
+
+    opened, problems = open_all()
+    if not opened:
+        problems.append("no indexed repositories are registered: run `localidx index` in one")
+    matches: list[dict] = []
+    try:
+        for name, index in opened:
+            if index.store.snapshot() is None:
+                problems.append(f"{name}: not indexed yet")
+                continue
+            for match in run_search(index, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind):
+                matches.append({"repo": name, **match.to_dict()})
+    finally:
+        for _name, index in opened:
+            index.close()
+    matches.sort(key=lambda m: (-m["score"], m["repo"], m["path"], m["start_line"]))
+    return matches[:k], problems
+
+
+def _print_matches(matches: list[dict], as_json: bool) -> None:
     if as_json:
         _echo_json({"matches": matches})
         return
@@ -310,10 +344,147 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
     for m in matches:
         label = m["symbol"] or m["title"]
         stale = "  [stale: file changed since indexed]" if m["stale"] else ""
-        click.echo(f"{m['path']}:{m['start_line']}-{m['end_line']}  {label}  {m['score']:.3f}{stale}")
+        repo = f"{m['repo']}: " if m.get("repo") else ""
+        click.echo(f"{repo}{m['path']}:{m['start_line']}-{m['end_line']}  {label}  {m['score']:.3f}{stale}")
         snippet = [line for line in m["text"].splitlines() if line.strip()][:3]
         for line in snippet:
             click.echo(f"    {line.strip()[:110]}")
+
+
+_CONTEXT_OPTIONS = [
+    click.option("--profile", default=None, help="Retrieval profile: balanced (default), conservative, aggressive, "
+                 "legacy, or one of .localidx.toml's [profiles.*]."),
+    click.option("--max-tokens", type=int, default=None, help="Token budget of the context (clamped to 256..4000)."),
+    click.option("--top-k", type=int, default=None, help="Candidates kept from search (clamped to 1..40)."),
+    click.option("--turn", "turns", multiple=True, help="An earlier turn of the conversation, oldest first; "
+                 "repeat it. A follow-up question borrows their terms."),
+    click.option("--locale", default=None, help="The answer's language tag for the instructions (default en)."),
+    click.option("--lang", "language", default=None, help="Only this language (python, go, markdown, ...)."),
+    click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style)."),
+    click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...)."),
+    click.option("--all-repos", is_flag=True, help="Every repository in the per-user registry (`localidx repos`)."),
+]
+
+
+def _context_options(func):
+    for option in reversed(_CONTEXT_OPTIONS):
+        func = option(func)
+    return func
+
+
+def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, language, path_glob, kind,
+                all_repos: bool) -> dict:
+    """The context pack: from every registered repository, from this work tree's daemon, or in-process."""
+    from localidx.discover import find_root
+
+    options = {"profile": profile, "max_tokens": max_tokens, "top_k": top_k,
+               "conversation_context": list(turns) or None, "locale": locale}
+    filters = {"lang": language, "path": path_glob, "kind": kind}
+    if all_repos:
+        from localidx.retrieve.context import build_context_all_repos
+
+        root = None
+        try:
+            root, _in_git = find_root(Path.cwd())
+        except LocalidxError:
+            pass
+        return build_context_all_repos(question, settings=_settings(root), language=language, path_glob=path_glob,
+                                       kind=kind, **options)
+    root, in_git = find_root(Path.cwd())
+    settings = _settings(root)
+    client = _running_daemon(root, in_git, settings)
+    if client is not None:
+        params = {"query": question, **{k: v for k, v in {**options, **filters}.items() if v is not None}}
+        with client:
+            return client.request("context/build", params, timeout=REQUEST_TIMEOUT_S)
+    from localidx.retrieve.context import build_for_repository
+
+    index = _open_for_reading(root, in_git, settings)
+    try:
+        return build_for_repository(index, question, settings=settings, language=language, path_glob=path_glob,
+                                    kind=kind, **options)
+    finally:
+        index.close()
+
+
+def _report_pack(pack: dict) -> None:
+    for warning in pack.get("warnings", []):
+        click.echo(f"localidx: warning: {warning}", err=True)
+    if pack.get("noResultsReason") == "INDEX_NOT_READY":
+        from localidx.retrieve import IndexNotReady
+
+        raise IndexNotReady("nothing is indexed here yet: run `localidx index` first")
+    if pack.get("noResults"):
+        click.echo("localidx: no matches for this question", err=True)
+
+
+@cli.command()
+@click.argument("question")
+@_context_options
+@click.option("--json", "as_json", is_flag=True, help="Print the whole response (matches, augmentedPrompt, "
+              "instructions, appliedModules, warnings, ...) as JSON.")
+def context(question: str, profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos: bool,
+            as_json: bool) -> None:
+    """Build a context pack for QUESTION: the question plus the code that answers it, cited as path:lines, within
+    a token budget. Plain output is the augmented prompt, ready to pipe into any LLM."""
+    if kind:
+        _parse_kinds(kind)
+    pack = _build_pack(question, profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos)
+    if as_json:
+        _echo_json(pack)
+        if pack.get("noResultsReason") == "INDEX_NOT_READY":
+            sys.exit(1)  # IndexNotReady's exit code; the JSON above says why
+        return
+    _report_pack(pack)
+    click.echo(pack["augmentedPrompt"])
+
+
+@cli.command()
+@click.argument("question")
+@_context_options
+@click.option("--json", "as_json", is_flag=True, help="Print {answer, pack} as JSON.")
+def ask(question: str, profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos: bool,
+        as_json: bool) -> None:
+    """Answer QUESTION with the configured OpenAI-compatible LLM (llama.cpp, Ollama, ...) from a context pack.
+    Without one configured, prints the pack and how to configure one."""
+    from localidx import llm
+    from localidx.retrieve.context import citation
+
+    if kind:
+        _parse_kinds(kind)
+    pack = _build_pack(question, profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos)
+    settings = _settings(_root_or_none())
+    if not llm.configured(settings):
+        if as_json:
+            _echo_json({"answer": None, "configured": False, "message": llm.not_configured_message(), "pack": pack})
+            return
+        _report_pack(pack)
+        click.echo(pack["instructions"])
+        click.echo(f"localidx: no LLM is configured, so the pack above was printed instead. "
+                   f"{llm.not_configured_message()}", err=True)
+        return
+    if pack.get("noResultsReason") == "INDEX_NOT_READY":
+        _report_pack(pack)
+    reply = llm.answer(settings, pack)
+    if as_json:
+        _echo_json({"answer": reply, "configured": True, "model": llm.model_label(settings), "pack": pack})
+        return
+    for warning in pack.get("warnings", []):
+        click.echo(f"localidx: warning: {warning}", err=True)
+    click.echo(reply.rstrip())
+    if pack["matches"]:
+        click.echo("\nSources:")
+        for n, match in enumerate(pack["matches"], 1):
+            click.echo(f"  [{n}] {citation(match)}  {match.get('symbol') or match.get('title') or ''}")
+
+
+def _root_or_none() -> Path | None:
+    from localidx.discover import find_root
+
+    try:
+        return find_root(Path.cwd())[0]
+    except LocalidxError:
+        return None
 
 
 @cli.command(name="eval")
@@ -321,8 +492,10 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25"]), default="hybrid", show_default=True)
 @click.option("--fusion", type=click.Choice(["linear", "rrf"]), default=None, help="Fusion (default: the tuned one).")
 @click.option("--vector-weight", type=click.FloatRange(0, 1), default=None, help="Weight of the vector arm (linear).")
+@click.option("--profile", default=None, help="Rank by the context pipeline's pack under this profile instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures and per-query ranks as JSON.")
-def eval_(queries: Path, mode: str, fusion: str | None, vector_weight: float | None, as_json: bool) -> None:
+def eval_(queries: Path, mode: str, fusion: str | None, vector_weight: float | None, profile: str | None,
+          as_json: bool) -> None:
     """File-level Recall@1/5/10 and MRR of search over QUERIES.jsonl ({"query": ..., "gold": [paths]} per line)."""
     from localidx.discover import find_root
     from localidx.retrieve.evaluate import evaluate, load_queries
@@ -333,15 +506,20 @@ def eval_(queries: Path, mode: str, fusion: str | None, vector_weight: float | N
     root, in_git = find_root(Path.cwd())
     index = _open_for_reading(root, in_git, _settings(root))
     try:
-        report = evaluate(index, items, mode=mode, fusion=fusion, vector_weight=vector_weight)
+        report = evaluate(index, items, mode=mode, fusion=fusion, vector_weight=vector_weight, profile=profile)
     finally:
         index.close()
     if as_json:
         _echo_json(report)
         return
-    click.echo(f"{report['queries']} queries, mode {mode}")
+    click.echo(f"{report['queries']} queries, " + (f"profile {profile}" if profile else f"mode {mode}"))
     for key in ("recall@1", "recall@5", "recall@10", "mrr"):
         click.echo(f"  {key:<10} {report[key]:.3f}")
+    if profile:
+        pack = report["pack"]
+        click.echo(f"  pack       {pack['mean_matches']} matches, {pack['mean_tokens']} tokens, {pack['mean_ms']} ms "
+                   f"(mean); auto-merge {pack['merge_windows_before']} -> {pack['merge_windows_after']} windows, "
+                   f"{pack['merge_tokens_before']} -> {pack['merge_tokens_after']} tokens")
 
 
 @cli.group()
@@ -535,6 +713,58 @@ def protocol_schema() -> None:
     from localidx.protocol import schema
 
     _echo_json(schema())
+
+
+@cli.command(name="mcp")
+@click.option("--repo", "repo", type=click.Path(path_type=Path, exists=True, file_okay=False), default=None,
+              help="Serve this repository instead of the one the current directory is in.")
+def mcp_command(repo: Path | None) -> None:
+    """Serve MCP over stdio for this repository: rag_search, rag_search_simple, rag_context, index_status and
+    rag_search_global (every registered repository). Read-only; logs go to stderr."""
+    from localidx.discover import find_root
+    from localidx.mcp_server import serve
+
+    root, in_git = find_root(repo or Path.cwd())
+    serve(root, in_git)
+
+
+def _echo_warnings(warnings: list[str]) -> None:
+    for warning in warnings:
+        click.echo(f"localidx: warning: {warning}", err=True)
+
+
+@cli.group(name="repos", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the registry's entries as JSON.")
+@click.pass_context
+def repos_group(ctx: click.Context, as_json: bool) -> None:
+    """Every index on this machine (the per-user registry `--all-repos` queries); repositories gone are dropped."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from localidx import registry
+
+    found, warnings = registry.load(prune=True)
+    _echo_warnings(warnings)
+    if as_json:
+        _echo_json({"registry": str(registry.registry_path()), "repos": [e.to_dict() for e in found]})
+        return
+    if not found:
+        click.echo(f"no repositories registered yet ({registry.registry_path()}); `localidx index` registers one",
+                   err=True)
+        return
+    width = max(len(e.name) for e in found)
+    for e in found:
+        indexed = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_indexed_at))
+        click.echo(f"{e.name:<{width}}  {e.root}  ({e.model}, indexed {indexed})")
+
+
+@repos_group.command(name="remove")
+@click.argument("target")
+def repos_remove(target: str) -> None:
+    """Forget the repository named TARGET (or at the path TARGET); its index is left in place."""
+    from localidx import registry
+
+    entry = registry.remove(target)
+    click.echo(f"removed {entry.name} ({entry.root}) from the registry; its index stays in {entry.index}")
 
 
 def main(argv: list[str] | None = None) -> None:

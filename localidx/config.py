@@ -47,6 +47,17 @@ class Settings:
     daemon_idle_s: float = 3600.0  # stop after this long without a request or a change; 0: never
     watch: bool = True  # the daemon watches the work tree (else only hooks and requests reach it)
     watch_debounce_s: float = 0.3  # quiet time before a burst of file events becomes one batch
+    # Retrieval: the profile `localidx context`, `ask` and the MCP tools use when none is named
+    # (profiles are defined in localidx/data/profiles.toml and [profiles.<name>] tables of .localidx.toml).
+    profile: str = "balanced"
+    # An OpenAI-compatible endpoint (llama.cpp server, Ollama, ...) for `ask`, query translation/compression and the
+    # optional summarize stage. Empty: no LLM; nothing else ever needs the network. The key, if the server wants
+    # one, comes from the environment variable named by llm_api_key_env.
+    llm_base_url: str = ""  # e.g. http://127.0.0.1:8080/v1
+    llm_model: str = ""
+    llm_api_key_env: str = "LOCALIDX_LLM_API_KEY"
+    llm_timeout_s: float = 120.0
+    summarize: bool = False  # index-time LLM explanation per code chunk (needs llm_base_url)
 
     def replace(self, **changes) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -99,6 +110,11 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 
 
+def _settings_part(table: dict) -> dict:
+    """A config file's table without ``[profiles.*]``, which ``localidx.retrieve.profiles`` reads itself."""
+    return {key: value for key, value in table.items() if key != "profiles"}
+
+
 def file_values(root: Path | None) -> list[tuple[str, dict]]:
     """The config files that apply under ``root``, lowest precedence first, as (source, flat values)."""
     if root is None:
@@ -108,10 +124,10 @@ def file_values(root: Path | None) -> list[tuple[str, dict]]:
     if pyproject.is_file():
         tool = _read_toml(pyproject).get("tool", {}).get("localidx")
         if isinstance(tool, dict):
-            found.append((f"{pyproject} [tool.localidx]", _flatten(tool)))
+            found.append((f"{pyproject} [tool.localidx]", _flatten(_settings_part(tool))))
     own = root / ".localidx.toml"
     if own.is_file():
-        found.append((str(own), _flatten(_read_toml(own))))
+        found.append((str(own), _flatten(_settings_part(_read_toml(own)))))
     return found
 
 

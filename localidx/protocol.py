@@ -107,9 +107,34 @@ METHODS: dict[str, dict[str, Any]] = {
         "result": "{matches: [{path, start_line, end_line, symbol, kind, language, score, vector_score, bm25_score, "
                   "stale, text, ...}]}",
     },
+    "context/build": {
+        "summary": "The retrieval pipeline's context pack, as `localidx context --json` (docs/protocol.md lists the "
+                   "response fields).",
+        "params": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "maxLength": 8192},
+                "profile": {"type": "string", "minLength": 1, "maxLength": 64},
+                # Raw limits (the CLI's --max-tokens/--top-k); the pipeline's guard clamps them and says so in
+                # warnings. The MCP server never sends them: tools choose profiles.
+                "max_tokens": {"type": "integer"},
+                "top_k": {"type": "integer"},
+                "conversation_context": {"type": "array", "items": {"type": "string", "maxLength": 8192},
+                                         "maxItems": 50},
+                "locale": {"type": "string", "maxLength": 35},
+                **_FILTERS,
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        "result": "{matches: [{id, path, start_line, end_line, symbol, kind, language, score, stale, text, uses, "
+                  "used_by, span_hash, neighborOfSpanHash?, generatedBySubQuery?, auto_merged?, merged_chunk_ids?, "
+                  "merged_chunk_count?, chunk_span?, content_length?}], rerankApplied, augmentedPrompt, "
+                  "instructions, contextMissing, noResults, noResultsReason, appliedModules, warnings, profile, "
+                  "query, subQueries, stats}",
+    },
 }
-# Reserved for the retrieval pipeline: named here so that clients can see it coming.
-RESERVED_METHODS = ("context/build",)
+RESERVED_METHODS: tuple[str, ...] = ()
 
 
 class ProtocolError(Exception):

@@ -7,7 +7,7 @@ schema; it raises ``ProtocolError`` or a ``LocalidxError`` to answer with an err
 
 from __future__ import annotations
 
-from localidx.daemon.handlers import hello, reindex, search, status, stop
+from localidx.daemon.handlers import context, hello, reindex, search, status, stop
 
 ROUTES = {
     "daemon/hello": hello.handle,
@@ -15,4 +15,5 @@ ROUTES = {
     "index/status": status.handle,
     "index/reindex": reindex.handle,
     "search/query": search.handle,
+    "context/build": context.handle,
 }

@@ -9,6 +9,10 @@ files are ranked by their first appearance in the match list (later chunks of a 
 - ``recall@n``      : fraction of queries with at least one gold file among the top n files.
 - ``gold_recall@5`` : mean fraction of a query's gold files among its top 5 files.
 - ``mrr``           : mean of 1 / rank of the first gold file (0 when none is in the top ``k`` files).
+
+With a ``profile``, each question runs the whole context pipeline (``localidx.retrieve.context``) instead of plain
+search, and files are ranked by their order in the final pack; ``pack`` then sums up the packs: mean matches and
+tokens, and the auto-merge windows and tokens before and after merging.
 """
 
 from __future__ import annotations
@@ -64,17 +68,25 @@ def score_query(files: list[str], gold: list[str], k: int = 10) -> dict:
 
 
 def evaluate(index, queries: list[dict], mode: str = "hybrid", fusion: str | None = None,
-             vector_weight: float | None = None, k: int = 10) -> dict:
+             vector_weight: float | None = None, k: int = 10, profile: str | None = None) -> dict:
     """Run every query through ``search`` and report file-level Recall@1/5/10, ``gold_recall@5`` and MRR.
 
     ``k`` is the number of files ranked per query; enough chunks are fetched (5 per file, at most 100) that chunks of
     the same file rarely leave fewer than ``k`` distinct files.
     """
     per_query = []
+    packs = []
     for q in queries:
-        matches = search(index, q["query"], k=min(MAX_K, 5 * k), mode=mode, fusion=fusion,
-                         vector_weight=vector_weight)
-        files = ranked_files([m.path for m in matches])[:k]
+        if profile:
+            from localidx.retrieve.context import build_for_repository
+
+            pack = build_for_repository(index, q["query"], profile=profile)
+            paths = [m["path"] for m in pack["matches"]]
+            packs.append(pack["stats"])
+        else:
+            paths = [m.path for m in search(index, q["query"], k=min(MAX_K, 5 * k), mode=mode, fusion=fusion,
+                                            vector_weight=vector_weight)]
+        files = ranked_files(paths)[:k]
         per_query.append({"query": q["query"], "gold": q["gold"], "files": files,
                           **score_query(files, q["gold"], k)})
     n = len(per_query)
@@ -87,5 +99,26 @@ def evaluate(index, queries: list[dict], mode: str = "hybrid", fusion: str | Non
         report[f"recall@{cutoff}"] = mean(f"hit@{cutoff}")
     report["gold_recall@5"] = mean("gold_found@5")
     report["mrr"] = mean("rr")
+    if profile:
+        report["profile"] = profile
+        report["pack"] = _pack_summary(packs)
     report["per_query"] = per_query
     return report
+
+
+def _pack_summary(stats: list[dict]) -> dict:
+    """Means over the packs, and auto-merge's totals: windows and tokens before and after merging."""
+    n = len(stats) or 1
+
+    def total(key: str) -> int:
+        return sum(int(s.get(key, 0) or 0) for s in stats)
+
+    return {
+        "mean_matches": round(total("matches") / n, 2),
+        "mean_tokens": round(total("tokens") / n, 1),
+        "mean_ms": round(sum(float(s.get("totalMs", 0)) for s in stats) / n, 1),
+        "merge_windows_before": total("windowsBefore"),
+        "merge_windows_after": total("windowsAfter"),
+        "merge_tokens_before": total("tokensBefore"),
+        "merge_tokens_after": total("tokensAfter"),
+    }

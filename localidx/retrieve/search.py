@@ -46,8 +46,9 @@ DEFAULT_VECTOR_WEIGHT = 0.5
 MAX_K = 100
 MIN_FETCH = 50  # per arm: enough candidates that fusion can promote a chunk ranked low by one arm
 
-_COLUMNS = ["id", "path", "start_line", "end_line", "symbol", "kind", "language", "title", "text", "signature",
-            "parent", "tags", "file_hash"]
+COLUMNS = ["id", "path", "start_line", "end_line", "symbol", "kind", "language", "title", "text", "signature",
+           "parent", "tags", "file_hash", "span_hash", "content_hash", "parent_id", "chunk_index", "token_count",
+           "symbols"]
 _QUERY_WORD = re.compile(r"\w+")
 
 
@@ -72,6 +73,12 @@ class Match:
     signature: str = ""
     parent: str = ""
     tags: dict = field(default_factory=dict)
+    symbols: list[str] = field(default_factory=list)  # the symbols of a merged chunk of tiny siblings
+    span_hash: str = ""
+    content_hash: str = ""
+    parent_id: str = ""
+    chunk_index: int = 0
+    token_count: int = 0
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field."""
@@ -80,14 +87,16 @@ class Match:
 
 def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str | None = None,
            path_glob: str | None = None, kind: str | None = None, fusion: str | None = None,
-           vector_weight: float | None = None) -> list[Match]:
+           vector_weight: float | None = None, table=None, fetch: int | None = None) -> list[Match]:
     """The ``k`` best chunks for ``query`` (k clamped to 1..100), best first.
 
     ``mode``: ``hybrid`` (both arms fused), ``vector`` or ``bm25``. ``fusion``: ``linear`` (``vector_weight`` *
     vector + (1 - weight) * BM25) or ``rrf``; None picks ``DEFAULT_FUSION`` / ``DEFAULT_VECTOR_WEIGHT``.
     ``language`` and ``kind`` match exactly; ``path_glob`` is a glob over the repository-relative path (without a
     ``/`` it matches a file or directory name anywhere). Raises ``UsageError`` for bad arguments and
-    ``IndexNotReady`` when nothing is indexed.
+    ``IndexNotReady`` when nothing is indexed. ``table``: a snapshot already pinned by the caller (the context
+    pipeline reads one version for all its queries); None pins one here. ``fetch``: candidates per arm (default
+    ``max(MIN_FETCH, 5 * k)``); fusion normalises each arm over what it fetched, so this changes scores too.
     """
     if not query or not query.strip():
         raise UsageError("empty query")
@@ -101,10 +110,10 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
         raise UsageError(f"vector weight must be between 0 and 1, got {weight}")
     k = max(1, min(MAX_K, int(k)))
 
-    table = index.store.snapshot()
+    table = table if table is not None else index.store.snapshot()
     if table is None:
         raise IndexNotReady("this work tree is not indexed yet: run `localidx index` first")
-    fetch = max(MIN_FETCH, 5 * k)
+    fetch = max(k, int(fetch)) if fetch else max(MIN_FETCH, 5 * k)
     where = filter_clause(language=language, kind=kind, path_glob=path_glob)
 
     rows: dict[str, dict] = {}
@@ -173,7 +182,7 @@ def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool) 
         builder = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
         if where:
             builder = builder.where(where, prefilter=True)
-        return builder.select([*_COLUMNS, "_score"]).limit(fetch).to_list()
+        return builder.select([*COLUMNS, "_score"]).limit(fetch).to_list()
     except Exception as exc:  # noqa: BLE001 - any FTS failure is reported in one line or answered by the other arm
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if required:
@@ -189,7 +198,7 @@ def _vector_arm(table, vector, where: str | None, fetch: int) -> list[dict]:
     query = table.search(vector, vector_column_name="vector").distance_type("cosine")
     if where:
         query = query.where(where, prefilter=True)
-    return query.select([*_COLUMNS, "_distance"]).limit(fetch).to_list()
+    return query.select([*COLUMNS, "_distance"]).limit(fetch).to_list()
 
 
 # -- filters --------------------------------------------------------------------------------------------------
@@ -277,4 +286,7 @@ def _match(row: dict, score: float, vector_score: float | None, bm25_score: floa
         score=float(score), vector_score=vector_score, bm25_score=bm25_score,
         stale=staleness.is_stale(row["path"], row["file_hash"] or ""), text=row["text"] or "",
         signature=row["signature"] or "", parent=row["parent"] or "", tags=decode_tags(row["tags"] or ""),
+        symbols=list(row.get("symbols") or []), span_hash=row.get("span_hash") or "",
+        content_hash=row.get("content_hash") or "", parent_id=row.get("parent_id") or "",
+        chunk_index=int(row.get("chunk_index") or 0), token_count=int(row.get("token_count") or 0),
     )

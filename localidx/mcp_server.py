@@ -1,0 +1,184 @@
+"""The MCP server (``localidx mcp``): read-only tools over stdio, each a thin adapter over ``localidx.client``.
+
+Place in the flow: serve. The tools and what they call:
+
+    rag_search          context/build on the work tree's daemon    the whole response (matches, augmentedPrompt, ...)
+    rag_search_simple   context/build, the query alone             the same
+    rag_context         context/build                              the pack to paste: augmentedPrompt, citations, ...
+    index_status        index/status                               the status report
+    rag_search_global   retrieve.context.build_context_all_repos   the response over every registered index (in process)
+
+Invariants:
+- The per-repository tools go through the daemon (started on first use, as ``localidx.client.connect(start=True)``
+  does), so this process never imports lancedb or fastembed for them; only ``rag_search_global`` loads the pipeline.
+- Tool inputs are pydantic-validated and closed (unknown arguments are refused). They name a profile, never raw
+  tuning values (top-k, token budgets): those live in profiles.
+- A failure (no daemon, index not ready, a usage error such as an unknown profile) is a tool error whose text is the
+  one-line message; it never ends the server. Nothing but the protocol goes to stdout: logs go to stderr (the SDK's
+  stdio transport also points fd 1 at stderr while it serves, so a stray print cannot corrupt the stream).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Callable, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import ToolAnnotations
+from pydantic import ConfigDict, Field
+
+from localidx.chunk.model import KINDS
+from localidx.errors import LocalidxError
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 300.0  # a context/build on a cold daemon loads the model and may wait for the first run
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+RawQuery = Annotated[str, Field(min_length=1, max_length=8192,
+                                description="The question or search text: natural language, identifiers or both.")]
+Profile = Annotated[str | None, Field(min_length=1, max_length=64,
+                                      description="A retrieval profile by name (e.g. balanced); left out: the "
+                                                  "repository's default. Profiles, not raw numbers, tune retrieval.")]
+ConversationContext = Annotated[
+    list[Annotated[str, Field(max_length=8192)]] | None,
+    Field(max_length=50, description="Recent conversation turns, oldest first, to resolve references like 'it'."),
+]
+Language = Annotated[str | None, Field(min_length=1, max_length=64,
+                                       description="Only chunks in this language (python, go, markdown, ...).")]
+PathGlob = Annotated[str | None, Field(min_length=1, max_length=1024,
+                                       description="Only paths matching this glob (gitignore style), e.g. src/**.")]
+Kind = Annotated[Literal[KINDS] | None, Field(description="Only chunks of this kind.")]
+
+
+class Repository:
+    """The work tree this server answers for, and the way to its daemon."""
+
+    def __init__(self, root: Path, in_git: bool):
+        self.root = root
+        self.in_git = in_git
+
+    def request(self, method: str, params: dict) -> Any:
+        """One request to the work tree's daemon (started when none runs); errors become one-line tool errors."""
+        from localidx.client import connect
+        from localidx.config import load_settings
+
+        try:
+            settings = load_settings(self.root)  # per call: an edited .localidx.toml applies without a restart
+            with connect(self.root, self.in_git, settings, start=True) as client:
+                return client.request(method, params, timeout=REQUEST_TIMEOUT_S)
+        except LocalidxError as exc:
+            raise ToolError(str(exc)) from None
+        except OSError as exc:
+            raise ToolError(f"cannot reach the daemon for {self.root}: {exc.strerror or exc}") from None
+
+
+def _context_params(query: str, profile: str | None = None, conversation: list[str] | None = None,
+                    language: str | None = None, path: str | None = None, kind: str | None = None) -> dict:
+    """``context/build`` params from tool arguments (left-out arguments are left out)."""
+    params: dict[str, Any] = {"query": query}
+    for name, value in (("profile", profile), ("conversation_context", conversation), ("lang", language),
+                        ("path", path), ("kind", kind)):
+        if value is not None:
+            params[name] = value
+    return params
+
+
+def context_pack(response: dict) -> dict:
+    """The part of a context/build response a user pastes into a prompt, with ``path:start-end`` citations."""
+    citations = []
+    for m in response.get("matches", []):
+        cite = f"{m['path']}:{m['start_line']}-{m['end_line']}"
+        if m.get("repo"):
+            cite = f"{m['repo']}:{cite}"  # a match labelled with its repository (as the pipeline cites it)
+        if cite not in citations:
+            citations.append(cite)
+    return {
+        "augmentedPrompt": response.get("augmentedPrompt", ""),
+        "instructions": response.get("instructions", ""),
+        "citations": citations,
+        "warnings": response.get("warnings", []),
+        "noResults": response.get("noResults", not citations),
+        "noResultsReason": response.get("noResultsReason"),
+    }
+
+
+def _tools(repo: Repository) -> list[Callable]:
+    """The tool functions, bound to ``repo``; their names, signatures and docstrings are what clients see."""
+
+    def rag_search(rawQuery: RawQuery, profile: Profile = None, conversationContext: ConversationContext = None,
+                   language: Language = None, path: PathGlob = None, kind: Kind = None) -> dict[str, Any]:
+        """Search this repository's code and docs with the retrieval pipeline (hybrid search, rerank, neighbour
+        expansion) and return the ranked matches with their text, plus an augmented prompt citing path:start-end."""
+        return repo.request("context/build", _context_params(rawQuery, profile, conversationContext, language,
+                                                             path, kind))
+
+    def rag_search_simple(rawQuery: RawQuery) -> dict[str, Any]:
+        """Search this repository with the default profile and no filters: the query alone."""
+        return repo.request("context/build", _context_params(rawQuery))
+
+    def rag_context(rawQuery: RawQuery, profile: Profile = None, conversationContext: ConversationContext = None,
+                    language: Language = None, path: PathGlob = None, kind: Kind = None) -> dict[str, Any]:
+        """Build a context pack ready to paste: the augmented prompt (the question and numbered context with
+        path:start-end citations), the instructions for the model, the citations and any warnings."""
+        response = repo.request("context/build", _context_params(rawQuery, profile, conversationContext, language,
+                                                                 path, kind))
+        return context_pack(response)
+
+    def index_status() -> dict[str, Any]:
+        """The state of this repository's index (READY, STALE, EMPTY, INDEXING), what it holds, and its daemon."""
+        return repo.request("index/status", {})
+
+    def rag_search_global(rawQuery: RawQuery, profile: Profile = None,
+                          conversationContext: ConversationContext = None, language: Language = None,
+                          path: PathGlob = None, kind: Kind = None) -> dict[str, Any]:
+        """Search every repository indexed on this machine (the per-user registry, `localidx repos`) together;
+        each match is labelled with its repository."""
+        try:
+            from localidx.config import load_settings
+            from localidx.retrieve.context import build_context_all_repos
+
+            # This repository's settings (its default profile, its LLM), as `localidx context --all-repos` does.
+            return build_context_all_repos(rawQuery, profile=profile, conversation_context=conversationContext,
+                                           settings=load_settings(repo.root), language=language, path_glob=path,
+                                           kind=kind)
+        except LocalidxError as exc:
+            raise ToolError(str(exc)) from None
+
+    return [rag_search, rag_search_simple, rag_context, index_status, rag_search_global]
+
+
+def _closed_tool(fn: Callable) -> Tool:
+    """The SDK's tool for ``fn``, with an argument model that refuses unknown arguments (``additionalProperties:
+    false`` in the schema): a client passing ``topK`` hears that it is not accepted instead of being ignored."""
+    tool = Tool.from_function(fn, annotations=READ_ONLY, structured_output=True)
+    loose = tool.fn_metadata.arg_model
+    closed = type(loose.__name__, (loose,), {"model_config": ConfigDict(extra="forbid"), "__module__": __name__})
+    tool.fn_metadata.arg_model = closed
+    tool.parameters = closed.model_json_schema(by_alias=True)
+    return tool
+
+
+def create_server(root: Path, in_git: bool) -> MCPServer:
+    """The MCP server for the work tree at ``root``."""
+    repo = Repository(root, in_git)
+    return MCPServer(
+        "localidx",
+        instructions=(f"Code search over the repository at {root} (and, with rag_search_global, every repository "
+                      "indexed on this machine). Answers cite path:start-end; use rag_context for a pack to paste."),
+        tools=[_closed_tool(fn) for fn in _tools(repo)],
+        log_level="WARNING",
+    )
+
+
+def serve(root: Path, in_git: bool) -> None:
+    """Serve MCP over stdin/stdout until the client closes the stream. Logs go to stderr."""
+    debug = os.environ.get("LOCALIDX_DEBUG") == "1"
+    logging.basicConfig(stream=sys.stderr, level=logging.DEBUG if debug else logging.WARNING,
+                        format="localidx mcp: %(levelname)s %(name)s: %(message)s")
+    create_server(root, in_git).run("stdio")

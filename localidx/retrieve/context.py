@@ -1,0 +1,475 @@
+"""The context pipeline: a question -> a context pack an LLM can answer from, inside a token budget.
+
+Place in the flow: retrieve -> rerank / expand / merge -> serve. Read-only: every query of one run reads one
+pinned table version per repository.
+
+Stages, in order; each is switchable by the profile and each one that runs is named in ``appliedModules``:
+1. ``profile:<name>``      the profile (``profiles``), always named;
+2. ``sanitize``, ``guard`` every parameter trimmed, defaulted and clamped, each fix a warning (``guard``);
+3. ``query.compression``   a follow-up made standalone from ``conversationContext`` (deterministic, or by the LLM
+   when one is configured: ``query.compression:llm``); ``query.translation`` a question that is not English,
+   translated by the configured LLM (without one it runs as is, with a warning);
+4. ``search:hybrid``       the question's hybrid search; ``multi-query`` sub-queries from identifiers, quoted
+   phrases and keywords (``transforms.sub_queries``; ``multi-query:llm`` adds LLM rewrites), merged in sub-query
+   order and de-duplicated by content hash, each extra match naming its ``generatedBySubQuery``;
+5. ``rerank:code-aware``   the head of the list (``rerank``);
+6. ``neighbors:<STRATEGY>`` neighbour expansion (``expand``);
+7. ``auto-merge``          adjacent chunks of a file merged into windows (``merge``);
+8. ``context-budget``      cut to ``maxContextTokens``, keeping at least one match.
+Then every match gets its ``uses`` / ``used_by`` lists (call relations), and the response is assembled: the
+``augmentedPrompt`` (the question and the numbered context with ``path:lines`` citations) and the ``instructions``
+(a template with ``{{rawQuery}}``, ``{{repoName}}``, ``{{locale}}``, ``{{augmentedPrompt}}``).
+
+The response has the same shape everywhere (``localidx context --json``, the socket's ``context/build``, the MCP
+tools); ``RESPONSE_KEYS`` lists its members.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from pathlib import Path
+
+from localidx.retrieve import guard as _guard
+from localidx.retrieve import transforms
+
+log = logging.getLogger(__name__)
+
+CONTEXT_NOT_FOUND = "CONTEXT_NOT_FOUND"
+INDEX_NOT_READY = "INDEX_NOT_READY"
+# A match found only by a sub-query scores 0.85 of its score there, and never more than the question's own lowest
+# match: sub-queries add candidates behind the question's (merged in sub-query order), and only the rerank's rules
+# may lift one above them. Without that floor the keyword sub-query's BM25-only scores outranked the fused ones and
+# cost 2 of 80 eval queries at Recall@1.
+SUB_QUERY_SCORE = 0.85
+# A match the question and a sub-query both found: recorded in its reasons. A bonus for it (+0.05 was tried) lifted
+# chunks that merely share the question's keywords and cost a query at Recall@1 in the eval, so it adds nothing.
+MULTI_HIT_BONUS = 0.0
+TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_INTERNAL = ("_tokens",)
+
+RESPONSE_KEYS = ("matches", "rerankApplied", "augmentedPrompt", "instructions", "contextMissing", "missingTerms",
+                 "noResults", "noResultsReason", "appliedModules", "warnings", "profile", "query", "rawQuery",
+                 "subQueries", "stats")
+
+
+class Source:
+    """One repository to search: its name (the label of its matches), its opened Index, its root."""
+
+    def __init__(self, name: str, index, root: Path | None = None):
+        self.name = name
+        self.index = index
+        self.root = Path(root) if root is not None else Path(index.paths.root)
+        self.table = None
+
+
+def build_context(sources: list[Source], query, *, profile: str | None = None, max_tokens=None, top_k=None,
+                  conversation_context=None, locale: str | None = None, language: str | None = None,
+                  path_glob: str | None = None, kind: str | None = None, settings=None,
+                  label_repos: bool = False) -> dict:
+    """Run the pipeline over ``sources`` and return the response dict (``RESPONSE_KEYS``).
+
+    ``UsageError`` for a request that cannot be served (an empty question, an unknown profile or kind); an index
+    that is not ready is an answer (``noResultsReason: INDEX_NOT_READY``), not an error. ``label_repos`` adds each
+    match's ``repo`` (always on with more than one source).
+    """
+    from localidx.retrieve.profiles import get_profile
+
+    clock = _Clock()
+    label_repos = label_repos or len(sources) > 1
+    root = sources[0].root if len(sources) == 1 else None
+    settings = settings or (sources[0].index.settings if sources else None)
+    name, prof = get_profile(profile or (settings.profile if settings else None), root)
+    params = _guard.check(name, prof, query, top_k=top_k, max_tokens=max_tokens, conversation=conversation_context,
+                          locale=locale, language=language, path_glob=path_glob, kind=kind)
+    values = params.values
+    warnings = list(params.warnings)
+    applied = [f"profile:{name}", "sanitize", "guard"]
+    raw_query = params.query
+    clock.lap("guard")
+
+    question = _transform_query(params, settings, applied, warnings)
+    analysis = transforms.analyze(question)
+    clock.lap("transforms")
+
+    repo_name = sources[0].name if len(sources) == 1 else ", ".join(s.name for s in sources)
+    ready = []
+    for source in sources:
+        source.table = source.index.store.snapshot()
+        if source.table is not None:
+            ready.append(source)
+    if not ready:
+        warnings.append("the index is empty: run `localidx index` first" if len(sources) <= 1
+                        else "none of the registered repositories has an index")
+        return _response([], params, name, raw_query, question, [], applied, warnings, repo_name, False,
+                         INDEX_NOT_READY, {}, clock, settings, root)
+
+    queries = [question]
+    if values["multiQuery"] and values["queries"] > 1:
+        queries += transforms.sub_queries(question, analysis, values["queries"] - 1)
+        queries += _llm_rewrites(question, values["queries"] - len(queries), settings, applied, warnings)
+    matches = _search_all(ready, queries, values, params, label_repos)
+    applied.append("search:hybrid")
+    if len(queries) > 1:
+        applied.append("multi-query")
+    clock.lap("search")
+
+    if values["minScore"] > 0:
+        before = len(matches)
+        matches = [m for m in matches if m["score"] >= values["minScore"]]
+        if before != len(matches):
+            applied.append("min-score")
+    rerank_applied = False
+    if values["rerank"] and matches:
+        from localidx.retrieve.rerank import rerank
+
+        matches = rerank(matches, values, analysis)
+        applied.append("rerank:code-aware")
+        rerank_applied = True
+    matches = matches[: values["topK"]]
+    clock.lap("rerank")
+
+    if values["neighborStrategy"] != "OFF" and values["neighborLimit"] > 0 and matches:
+        matches = _expand(ready, matches, values, label_repos)
+        applied.append(f"neighbors:{values['neighborStrategy']}")
+    clock.lap("expand")
+
+    stats: dict = {"candidates": len(matches)}
+    if values["autoMerge"] and matches:
+        from localidx.retrieve.merge import auto_merge
+
+        budget = min(values["mergeTokens"], values["maxContextTokens"] - values["answerReserveTokens"])
+        if budget < 64:
+            warnings.append(f"auto-merge skipped: maxContextTokens {values['maxContextTokens']} leaves no room for "
+                            f"windows after answerReserveTokens {values['answerReserveTokens']}")
+        else:
+            matches, merge_stats = auto_merge(matches, budget)
+            stats.update(merge_stats, windowBudget=budget)
+            applied.append("auto-merge")
+    clock.lap("merge")
+
+    if matches:
+        from localidx.retrieve.merge import fit_budget
+
+        matches, budget_stats = fit_budget(matches, values["maxContextTokens"])
+        stats.update(budget_stats)
+        applied.append("context-budget")
+        if budget_stats["truncated"]:
+            warnings.append(f"the best match alone is over maxContextTokens {values['maxContextTokens']}: "
+                            "its text was cut to fit")
+    clock.lap("budget")
+    _add_relations(ready, matches, label_repos)
+    clock.lap("relations")
+    reason = None if matches else CONTEXT_NOT_FOUND
+    return _response(matches, params, name, raw_query, question, queries[1:], applied, warnings, repo_name,
+                     rerank_applied, reason, stats, clock, settings, root)
+
+
+# -- stages ---------------------------------------------------------------------------------------------------
+
+
+def _transform_query(params, settings, applied: list[str], warnings: list[str]) -> str:
+    from localidx import llm
+
+    question = params.query
+    use_llm = settings is not None and llm.configured(settings)
+    if params.conversation:
+        if use_llm:
+            try:
+                rewritten = llm.standalone_question(settings, question, params.conversation).strip()
+                if rewritten:
+                    question = rewritten
+                    applied.append("query.compression:llm")
+            except Exception as exc:  # noqa: BLE001 - an LLM failure falls back to the deterministic rule
+                warnings.append(f"query.compression: the LLM failed ({_one_line(exc)}); used the earlier turns' terms")
+                use_llm = False
+        if "query.compression:llm" not in applied:
+            standalone, carried = transforms.standalone(question, params.conversation)
+            if carried:
+                question = standalone
+                applied.append("query.compression")
+    analysis = transforms.analyze(question)
+    if not analysis.english:
+        if use_llm:
+            try:
+                translated = llm.translate_to_english(settings, question).strip()
+                if translated:
+                    question = translated
+                    applied.append("query.translation")
+            except Exception as exc:  # noqa: BLE001
+                warnings.append(f"query.translation: the LLM failed ({_one_line(exc)}); searching as is")
+        else:
+            warnings.append("the question does not look like English and no LLM is configured to translate it "
+                            "(llm_base_url); searching as is — the default embedding model reads English only")
+    return question
+
+
+def _llm_rewrites(question: str, count: int, settings, applied: list[str], warnings: list[str]) -> list[str]:
+    from localidx import llm
+
+    if count <= 0 or settings is None or not llm.configured(settings):
+        return []
+    try:
+        rewrites = [q.strip() for q in llm.rewrite_queries(settings, question, count) if q and q.strip()]
+    except Exception as exc:  # noqa: BLE001
+        warnings.append(f"multi-query: the LLM rewrite failed ({_one_line(exc)})")
+        return []
+    if rewrites:
+        applied.append("multi-query:llm")
+    return rewrites[:count]
+
+
+def _search_all(sources: list[Source], queries: list[str], values: dict, params, label: bool) -> list[dict]:
+    from localidx.retrieve.search import search
+
+    merged: dict[tuple, dict] = {}
+    order: list[tuple] = []
+    floor = None  # the question's lowest score: a sub-query's match never starts above it
+    for position, text in enumerate(queries):
+        found: list[dict] = []
+        mode = "hybrid" if position == 0 else values["subQueryMode"]
+        for source in sources:
+            for match in search(source.index, text, k=values["topK"], mode=mode, language=params.language,
+                                path_glob=params.path_glob, kind=params.kind, table=source.table,
+                                fetch=values["candidates"] if position == 0 else None):
+                item = match.to_dict()
+                if label:
+                    item["repo"] = source.name
+                found.append(item)
+        if len(sources) > 1:
+            found.sort(key=lambda m: -m["score"])
+        for item in found:
+            key = (item.get("repo"), item["content_hash"] or item["id"])
+            if key in merged:
+                if position > 0 and "also found by a sub-query" not in merged[key].setdefault("reasons", []):
+                    merged[key]["score"] += MULTI_HIT_BONUS
+                    merged[key]["reasons"].append("also found by a sub-query")
+                continue
+            if position > 0:
+                item["score"] *= SUB_QUERY_SCORE
+                if floor is not None:
+                    item["score"] = min(item["score"], floor)
+                item["generatedBySubQuery"] = text
+            item.setdefault("reasons", [])
+            merged[key] = item
+            order.append(key)
+        if position == 0 and order:
+            floor = min(merged[key]["score"] for key in order)
+    return [merged[key] for key in order]
+
+
+def _expand(sources: list[Source], matches: list[dict], values: dict, label: bool) -> list[dict]:
+    from localidx.retrieve.expand import expand
+    from localidx.retrieve.search import _Staleness
+
+    if len(sources) == 1:
+        source = sources[0]
+        out, _added = expand(matches, values, source.table, _Staleness(source.index), _relations(source.index))
+        return out
+    # Several repositories: each hit is expanded within its own; the added chunks keep their hit's place.
+    by_repo = {s.name: s for s in sources}
+    out = list(matches)
+    for name, source in by_repo.items():
+        own = [m for m in out if m.get("repo") == name]
+        if not own:
+            continue
+        expanded, _added = expand(own, values, source.table, _Staleness(source.index), _relations(source.index))
+        new = {m["id"]: m for m in expanded if m["id"] not in {o["id"] for o in own}}
+        if not new:
+            continue
+        rebuilt = []
+        for m in out:
+            rebuilt.append(m)
+            rebuilt.extend(n for n in expanded if n["id"] in new and n.get("neighborOfSpanHash") == m.get("span_hash")
+                           and m.get("repo") == name)
+        out = rebuilt
+    return out
+
+
+def _relations(index):
+    try:
+        from localidx.store.relations import Relations
+    except ImportError:
+        return None
+    try:
+        return Relations(index.catalog)
+    except Exception as exc:  # noqa: BLE001 - an index from before relations existed: expansion without them
+        log.warning("call relations unavailable: %s", _one_line(exc))
+        return None
+
+
+def _add_relations(sources: list[Source], matches: list[dict], label: bool) -> None:
+    relations = {s.name: _relations(s.index) for s in sources}
+    for match in matches:
+        rel = relations.get(match.get("repo") or sources[0].name)
+        uses = used_by = ""
+        if rel is not None:
+            ids = match.get("merged_chunk_ids") or [match["id"]]
+            try:
+                uses = "\n".join(filter(None, (rel.uses_md(i) for i in ids)))
+                used_by = "\n".join(filter(None, (rel.used_by_md(i) for i in ids)))
+            except Exception as exc:  # noqa: BLE001
+                log.warning("call relations failed for %s: %s", match["id"], _one_line(exc))
+        match["uses"] = uses
+        match["used_by"] = used_by
+
+
+# -- the response ---------------------------------------------------------------------------------------------
+
+
+def _response(matches, params, profile, raw_query, question, sub_queries, applied, warnings, repo_name,
+              rerank_applied, reason, stats, clock, settings, root) -> dict:
+    for match in matches:
+        for key in _INTERNAL:
+            match.pop(key, None)
+    prompt = augmented_prompt(question, matches, repo_name)
+    instructions = render_template(_template_text(params.values["template"], root, warnings),
+                                   {"rawQuery": raw_query, "repoName": repo_name, "locale": params.locale,
+                                    "augmentedPrompt": prompt}, warnings)
+    missing = missing_terms(question, matches)
+    stats = dict(stats, matches=len(matches), timingsMs=clock.laps, totalMs=clock.total())
+    return {
+        "matches": matches,
+        "rerankApplied": rerank_applied,
+        "augmentedPrompt": prompt,
+        "instructions": instructions,
+        "contextMissing": not matches or bool(missing),
+        "missingTerms": missing,
+        "noResults": not matches,
+        "noResultsReason": reason,
+        "appliedModules": applied,
+        "warnings": warnings,
+        "profile": profile,
+        "query": question,
+        "rawQuery": raw_query,
+        "subQueries": list(sub_queries),
+        "stats": stats,
+    }
+
+
+def citation(match: dict) -> str:
+    where = f"{match['path']}:{match['start_line']}-{match['end_line']}"
+    return f"{match['repo']}:{where}" if match.get("repo") else where
+
+
+def augmented_prompt(question: str, matches: list[dict], repo_name: str) -> str:
+    """The question and the numbered context, each excerpt under its ``path:start-end`` citation."""
+    if not matches:
+        return f"Question: {question}\n\nContext: nothing in {repo_name} matched this question."
+    parts = [f"Question: {question}", "", f"Context ({len(matches)} excerpts from {repo_name}):"]
+    for n, match in enumerate(matches, 1):
+        label = match.get("symbol") or ", ".join(match.get("symbols") or []) or match.get("title") or match["kind"]
+        notes = [match.get("kind") or "", match.get("language") or ""]
+        if match.get("stale"):
+            notes.append("stale: changed since indexed")
+        if match.get("truncated"):
+            notes.append("truncated")
+        parts.append("")
+        parts.append(f"[{n}] {citation(match)} {label} ({', '.join(n for n in notes if n)})")
+        fence = "````" if "```" in (match.get("text") or "") else "```"
+        parts.append(f"{fence}{match.get('language') or ''}")
+        parts.append(match.get("text") or "")
+        parts.append(fence)
+        if match.get("uses"):
+            parts.append("Uses:\n" + match["uses"])
+        if match.get("used_by"):
+            parts.append("Used by:\n" + match["used_by"])
+    return "\n".join(parts)
+
+
+def _template_text(name: str, root: Path | None, warnings: list[str]) -> str:
+    candidates = []
+    if root is not None and ("/" in name or name.endswith((".md", ".txt"))):
+        candidates.append(root / name)
+    candidates.append(TEMPLATES / f"{name}.md")
+    for path in candidates:
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError:
+            continue
+    warnings.append(f"instructions template {name!r} not found; using the default")
+    return (TEMPLATES / "default.md").read_text(encoding="utf-8")
+
+
+def render_template(text: str, values: dict, warnings: list[str]) -> str:
+    """Fill ``{{name}}`` placeholders; unknown ones are removed, each with a warning."""
+
+    def fill(match: re.Match) -> str:
+        name = match.group(1)
+        if name in values:
+            return str(values[name])
+        warnings.append(f"instructions template: unknown placeholder {{{{{name}}}}} removed")
+        return ""
+
+    return _PLACEHOLDER.sub(fill, text)
+
+
+def missing_terms(question: str, matches: list[dict]) -> list[str]:
+    """Identifiers the question names that no match's text or symbol contains."""
+    analysis = transforms.analyze(question)
+    if not analysis.identifiers:
+        return []
+    haystack = "\n".join((m.get("text") or "") + "\n" + (m.get("symbol") or "") for m in matches).lower()
+    missing = []
+    for ident in analysis.identifiers:
+        last = re.split(r"\.|::|->", ident)[-1].lower()
+        if last and last not in haystack:
+            missing.append(ident)
+    return missing
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class _Clock:
+    def __init__(self):
+        self.start = self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round((now - self.last) * 1000, 1)
+        self.last = now
+
+    def total(self) -> float:
+        return round((time.perf_counter() - self.start) * 1000, 1)
+
+
+# -- entry points -----------------------------------------------------------------------------------------------
+
+
+def build_for_repository(index, query, **options) -> dict:
+    """``build_context`` for one opened work tree (what the daemon and the CLI run)."""
+    root = Path(index.paths.root)
+    return build_context([Source(root.name, index, root)], query, **options)
+
+
+def build_context_all_repos(query, *, profile=None, conversation_context=None, settings=None, language=None,
+                            path_glob=None, kind=None, max_tokens=None, top_k=None, locale=None) -> dict:
+    """``build_context`` over every repository in the per-user registry, each match labelled with its ``repo``."""
+    from localidx.registry import open_all
+
+    opened, problems = _open_registered(open_all)
+    try:
+        sources = [Source(name, index) for name, index in opened]
+        response = build_context(sources, query, profile=profile, conversation_context=conversation_context,
+                                 settings=settings, language=language, path_glob=path_glob, kind=kind,
+                                 max_tokens=max_tokens, top_k=top_k, locale=locale, label_repos=True)
+    finally:
+        for _name, index in opened:
+            index.close()
+    response["warnings"][:0] = problems
+    return response
+
+
+def _open_registered(open_all) -> tuple[list, list[str]]:
+    result = open_all()
+    if isinstance(result, tuple):
+        opened, problems = result
+    else:
+        opened, problems = result, []
+    return list(opened), [str(p) for p in problems]

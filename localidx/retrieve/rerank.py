@@ -1,0 +1,100 @@
+"""Code-aware rerank of the head of a match list.
+
+Place in the flow: retrieve -> **rerank** -> expand -> merge -> budget. Pure: matches in, matches out.
+
+Only the head is reordered: ``ceil(rerankTopN * headMultiplier)`` matches. Each one's score is adjusted by rules
+a code reader would apply, and each applied rule is written into the match's ``reasons`` so the order can be
+explained:
+- test code x ``testFactor`` (0.5, as osgrep and grepai weight tests) unless the question is about tests;
+- paths under ``denyPrefixes`` (generated/, vendor/, dist/, ...) x ``pathFactor`` unless under ``allowPrefixes``;
+- ``kindBonus[kind]`` (functions and methods over file summaries and line windows);
+- ``languageBonus`` when the match is in a language the question names;
+- ``symbolBonus`` when the match defines an identifier the question names.
+Then the diversity caps: at most ``maxPerFile`` matches per file and ``maxPerSymbol`` per symbol stay in the head;
+the rest move behind it, in their order. The tail keeps its order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from localidx.retrieve.transforms import Analysis, is_test_path
+
+
+def head_size(values: dict) -> int:
+    return math.ceil(values["rerankTopN"] * values["headMultiplier"])
+
+
+def _names(match: dict) -> set[str]:
+    """The names a match defines: each symbol as qualified and its last component, as written."""
+    names = set()
+    for symbol in [match.get("symbol") or "", *(match.get("symbols") or [])]:
+        if symbol:
+            names.add(symbol)
+            names.add(re.split(r"\.|::|->", symbol)[-1])
+    return names
+
+
+def wanted_names(analysis: Analysis) -> set[str]:
+    """The identifiers a question names, as written and by their last component. Case counts: ``ProgressBar``
+    names the class, not a ``progressbar`` function (matching them case-blind cost a query in the eval)."""
+    names = set()
+    for ident in analysis.identifiers:
+        names.add(ident)
+        names.add(re.split(r"\.|::|->", ident)[-1])
+    return {n for n in names if n}
+
+
+def adjust(match: dict, values: dict, analysis: Analysis, wanted: set[str]) -> tuple[float, list[str]]:
+    """The match's reranked score and the reasons, one short string per applied rule."""
+    score = float(match["score"])
+    reasons: list[str] = []
+    path = match["path"]
+    if not analysis.about_tests and values["testFactor"] != 1.0 and is_test_path(path):
+        score *= values["testFactor"]
+        reasons.append(f"test code x{values['testFactor']:g}")
+    allowed = any(path.startswith(p) for p in values["allowPrefixes"])
+    if not allowed and values["pathFactor"] != 1.0 and any(
+            path.startswith(p) or f"/{p}" in f"/{path}" for p in values["denyPrefixes"]):
+        score *= values["pathFactor"]
+        reasons.append(f"path penalty x{values['pathFactor']:g}")
+    bonus = values["kindBonus"].get(match.get("kind", ""), 0.0)
+    if bonus:
+        score += bonus
+        reasons.append(f"kind {match['kind']} {bonus:+g}")
+    if analysis.languages and match.get("language") in analysis.languages and values["languageBonus"]:
+        score += values["languageBonus"]
+        reasons.append(f"language {match['language']} {values['languageBonus']:+g}")
+    if wanted and values["symbolBonus"] and _names(match) & wanted:
+        score += values["symbolBonus"]
+        reasons.append(f"defines a named identifier {values['symbolBonus']:+g}")
+    return score, reasons
+
+
+def rerank(matches: list[dict], values: dict, analysis: Analysis) -> list[dict]:
+    """The matches with the head reordered (each head match gets ``rerank_score`` and ``reasons``)."""
+    size = head_size(values)
+    head, tail = matches[:size], matches[size:]
+    wanted = wanted_names(analysis)
+    for match in head:
+        match["rerank_score"], reasons = adjust(match, values, analysis, wanted)
+        match["reasons"] = [*match.get("reasons", []), *reasons]
+    head.sort(key=lambda m: -m["rerank_score"])  # stable: ties keep the search's order
+    kept: list[dict] = []
+    moved: list[dict] = []
+    per_file: dict[str, int] = {}
+    per_symbol: dict[tuple[str, str], int] = {}
+    for match in head:
+        key = (match["path"], match.get("symbol") or "")
+        over_file = per_file.get(match["path"], 0) >= values["maxPerFile"]
+        over_symbol = bool(key[1]) and per_symbol.get(key, 0) >= values["maxPerSymbol"]
+        if over_file or over_symbol:
+            match["reasons"].append("diversity cap: moved behind the head")
+            moved.append(match)
+            continue
+        per_file[match["path"]] = per_file.get(match["path"], 0) + 1
+        if key[1]:
+            per_symbol[key] = per_symbol.get(key, 0) + 1
+        kept.append(match)
+    return kept + moved + tail

@@ -1,0 +1,177 @@
+"""Query transforms: what the pipeline reads out of a question before it searches.
+
+Place in the flow: retrieve (after the guard, before search). Pure functions over text; the optional LLM variants
+(``localidx.llm``) are called by ``localidx.retrieve.context``, never from here.
+
+- ``analyze``: identifiers (``verifyToken``, ``store.save``, ``snake_case``, anything in backticks), quoted phrases,
+  keywords (words minus English stopwords and language keywords), the languages a question names, whether it is about
+  tests, whether it looks like English.
+- ``standalone``: a follow-up ("and who calls it?") made standalone without an LLM, by carrying the identifiers and
+  key terms of the most recent turns that have any.
+- ``sub_queries``: the extra queries multi-query runs: identifier forms, quoted phrases, the keywords alone.
+
+The word lists live in ``localidx/data/query.toml``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from localidx.enrich import split_identifier
+
+_DATA = Path(__file__).resolve().parent.parent / "data" / "query.toml"
+_WORD = re.compile(r"[^\W_][\w'#+-]*", re.UNICODE)
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:(?:\.|::|->)[A-Za-z_$][A-Za-z0-9_$]*)*(?:\(\))?")
+_QUOTED = re.compile(r'"([^"]{2,200})"|“([^”]{2,200})”|`([^`]{1,200})`|(?<!\w)\'([^\']{2,200})\'(?!\w)')
+_CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
+
+
+@dataclass(frozen=True)
+class QueryData:
+    follow_up: frozenset[str]
+    test_words: frozenset[str]
+    test_paths: tuple[re.Pattern, ...]
+    languages: dict[str, str]
+    foreign: dict[str, frozenset[str]]
+    english: frozenset[str]
+
+
+@lru_cache(maxsize=1)
+def data() -> QueryData:
+    from localidx.config import _read_toml
+    from localidx.enrich import _tables
+
+    raw = _read_toml(_DATA)
+    return QueryData(
+        follow_up=frozenset(raw["follow_up_words"]), test_words=frozenset(raw["test_words"]),
+        test_paths=tuple(re.compile(p) for p in raw["test_paths"]), languages=dict(raw["languages"]),
+        foreign={lang: frozenset(words) for lang, words in raw["foreign_stopwords"].items()},
+        english=_tables().stopwords,
+    )
+
+
+@dataclass
+class Analysis:
+    identifiers: list[str] = field(default_factory=list)  # as written: "verifyToken", "Store.save"
+    phrases: list[str] = field(default_factory=list)
+    keywords: list[str] = field(default_factory=list)
+    languages: set[str] = field(default_factory=set)  # localidx language ids the question names
+    about_tests: bool = False
+    english: bool = True
+    foreign_language: str = ""
+
+    def identifier_keys(self) -> set[str]:
+        """Identifiers as joined lower-case words, so ``verify_token`` and ``verifyToken`` compare equal."""
+        keys = set()
+        for ident in self.identifiers:
+            last = re.split(r"\.|::|->", ident.rstrip("()"))[-1]
+            for name in (ident.rstrip("()"), last):
+                words = split_identifier(name)
+                if words:
+                    keys.add("".join(words))
+        return keys
+
+
+def looks_like_identifier(token: str) -> bool:
+    bare = token.rstrip("()")
+    return ("_" in bare.strip("_") or bool(_CAMEL.search(bare)) or "." in bare or "::" in bare or "->" in bare
+            or token.endswith("()"))
+
+
+def analyze(question: str) -> Analysis:
+    d = data()
+    out = Analysis()
+    for match in _QUOTED.finditer(question):
+        phrase = next(g for g in match.groups() if g)
+        if match.group(3) and " " not in phrase.strip():  # `name` in backticks is an identifier
+            out.identifiers.append(phrase.strip())
+        else:
+            out.phrases.append(phrase.strip())
+    unquoted = _QUOTED.sub(" ", question)
+    for token in _IDENT.findall(unquoted):
+        if looks_like_identifier(token) and token.rstrip("()") not in out.identifiers:
+            out.identifiers.append(token.rstrip("()"))
+    words = [w.lower() for w in _WORD.findall(question)]
+    seen: set[str] = set()
+    for word in words:
+        if len(word) >= 3 and word not in d.english and word not in seen and not word.isdigit():
+            seen.add(word)
+            out.keywords.append(word)
+    out.languages = {d.languages[w] for w in words if w in d.languages and w not in ("one", "go") or w == "golang"}
+    if re.search(r"\b(in|with|using)\s+go\b|\bgo\s+(code|file|package|function)", question, re.IGNORECASE):
+        out.languages.add("go")
+    out.about_tests = any(w in d.test_words for w in words)
+    out.english, out.foreign_language = _english(question, words)
+    return out
+
+
+def _english(text: str, words: list[str]) -> tuple[bool, str]:
+    letters = [c for c in text if c.isalpha()]
+    if letters:
+        non_latin = sum(1 for c in letters if ord(c) > 0x24F)
+        if non_latin / len(letters) > 0.3:
+            return False, "non-latin"
+    d = data()
+    english = sum(1 for w in words if w in d.english)
+    best, best_hits = "", 0
+    for lang, stop in d.foreign.items():
+        hits = sum(1 for w in words if w in stop and w not in d.english)
+        if hits > best_hits:
+            best, best_hits = lang, hits
+    if best_hits >= 2 and best_hits > english:
+        return False, best
+    return True, ""
+
+
+def is_test_path(path: str) -> bool:
+    return any(p.search(path) for p in data().test_paths)
+
+
+def is_follow_up(question: str, analysis: Analysis) -> bool:
+    words = {w.lower() for w in _WORD.findall(question)}
+    own_terms = len(analysis.identifiers) + len([k for k in analysis.keywords if k not in data().follow_up])
+    return bool(words & data().follow_up) and own_terms <= 3 or own_terms == 0
+
+
+def standalone(question: str, turns: list[str], limit: int = 6) -> tuple[str, list[str]]:
+    """(standalone question, carried terms): the question plus identifiers and key terms of the most recent turns
+    (newest first) that it does not already contain; unchanged when it is not a follow-up or nothing is carried."""
+    analysis = analyze(question)
+    if not turns or not is_follow_up(question, analysis):
+        return question, []
+    have = {t.lower() for t in analysis.identifiers + analysis.keywords}
+    carried: list[str] = []
+    for turn in reversed(turns):
+        earlier = analyze(turn)
+        for term in earlier.identifiers + earlier.phrases + earlier.keywords[:4]:
+            if term.lower() not in have and len(carried) < limit:
+                have.add(term.lower())
+                carried.append(term)
+        if earlier.identifiers or earlier.keywords:
+            break  # the most recent turn with terms of its own is what the follow-up refers to
+    if not carried:
+        return question, []
+    return f"{question} ({' '.join(carried)})", carried
+
+
+def sub_queries(question: str, analysis: Analysis, count: int) -> list[str]:
+    """Up to ``count`` queries besides the question itself, most specific first: each identifier with its split
+    words, each quoted phrase, then the keywords alone."""
+    out: list[str] = []
+
+    def add(text: str) -> None:
+        text = text.strip()
+        if text and text.lower() != question.lower() and text.lower() not in (q.lower() for q in out):
+            out.append(text)
+
+    for ident in analysis.identifiers:
+        words = " ".join(split_identifier(ident))
+        add(f"{ident} {words}" if words and words != ident.lower() else ident)
+    for phrase in analysis.phrases:
+        add(phrase)
+    if len(analysis.keywords) >= 2:
+        add(" ".join(analysis.keywords))
+    return out[:max(0, count)]

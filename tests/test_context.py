@@ -1,0 +1,678 @@
+"""The context pipeline on real indexed repositories: profiles, guard, query transforms, multi-query, rerank,
+neighbour expansion, auto-merge, budget, the response, and the CLI / socket / --all-repos entry points."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from llm_stub import serve_llm, user_message
+from localidx.config import load_settings
+from localidx.errors import UsageError
+from localidx.indexer import open_index, run_index
+from localidx.retrieve.context import RESPONSE_KEYS, build_for_repository
+from localidx.retrieve.merge import auto_merge, fit_budget
+
+TOKENS = '''"""Token helpers: signing and verification of session tokens."""
+import hashlib
+
+
+def verify_token(token, secret):
+    """Check a token's signature against the shared secret and reject expired tokens."""
+    digest = sign_payload(token.payload, secret)
+    if token.expires_at is not None and token.expires_at < token.issued_at:
+        raise ValueError("token expired before it was issued")
+    return constant_time_compare(digest, token.signature)
+
+
+def sign_payload(payload, secret):
+    """Sign a payload with the secret: a hex SHA-256 digest over payload and secret."""
+    material = (payload + ":" + secret).encode("utf-8")
+    digest = hashlib.sha256(material).hexdigest()
+    return digest.lower()
+
+
+def constant_time_compare(left, right):
+    """Compare two digests in time independent of where they differ."""
+    if len(left) != len(right):
+        return False
+    result = 0
+    for a, b in zip(left, right):
+        result |= ord(a) ^ ord(b)
+    return result == 0
+'''
+
+SESSION = '''"""Sessions kept in memory, opened with a verified token."""
+from src.auth.tokens import verify_token
+
+
+class SessionStore:
+    """Holds open sessions by user name."""
+
+    def __init__(self):
+        self.sessions = {}
+        self.closed = []
+        self.opened_count = 0
+
+    def open_session(self, user, token, secret):
+        """Open a session for a user after checking the token signature."""
+        if not verify_token(token, secret):
+            raise PermissionError("the token signature does not match")
+        self.sessions[user] = token
+        self.opened_count += 1
+        return user
+
+    def close_session(self, user):
+        """Close a user's session and remember that it was closed."""
+        token = self.sessions.pop(user, None)
+        if token is not None:
+            self.closed.append(user)
+        return token is not None
+
+    def refresh_session(self, user, token):
+        """Replace the token of an open session with a fresh one."""
+        if user not in self.sessions:
+            raise KeyError(f"no open session for {user}")
+        self.sessions[user] = token
+        return token
+'''
+
+TEST = '''from src.auth.tokens import verify_token
+
+
+def test_verify_token_accepts_a_signed_token():
+    token = make_signed_token("payload", secret="s3cret")
+    assert verify_token(token, "s3cret")
+    assert not verify_token(token, "other")
+
+
+def test_verify_token_rejects_expired_tokens():
+    token = make_signed_token("payload", secret="s3cret", expired=True)
+    try:
+        verify_token(token, "s3cret")
+    except ValueError:
+        pass
+'''
+
+VENDOR = '''def verify_token(token, secret):
+    """Vendored copy: verify a token signature with a secret key."""
+    expected = compute_signature(token.body, secret)
+    return expected == token.signature and not token.revoked
+
+
+def compute_signature(body, secret):
+    return body[::-1] + secret
+'''
+
+BILLING = '''package billing
+
+// ChargeInvoice charges the customer's card for an invoice total in cents.
+func ChargeInvoice(invoice Invoice, card Card) (Receipt, error) {
+	if invoice.TotalCents <= 0 {
+		return Receipt{}, ErrEmptyInvoice
+	}
+	return card.Charge(invoice.TotalCents)
+}
+'''
+
+FILES = {
+    "src/__init__.py": "", "src/auth/__init__.py": "",
+    "src/auth/tokens.py": TOKENS, "src/auth/session.py": SESSION, "tests/test_tokens.py": TEST,
+    "vendor/jwt/verify.py": VENDOR, "billing/charge.go": BILLING,
+    "README.md": "# Auth service\n\nSessions are opened with a signed token; `verify_token` checks the signature.\n",
+}
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+def _make_indexed(base: Path, name: str, files: dict[str, str]) -> tuple[Path, object]:
+    root = base / name
+    root.mkdir()
+    git(root, "init", "-q")
+    _write(root, files)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    settings = load_settings(root, {"embed_model": "fake", "home": str(base / f"{name}-home")})
+    run_index(root, True, settings)
+    return root, settings
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """One indexed repository for the read-only tests (the registry pointed away from the user's)."""
+    base = tmp_path_factory.mktemp("ctx")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LOCALIDX_REGISTRY", str(base / "registry.json"))
+    try:
+        root, settings = _make_indexed(base, "auth", FILES)
+        index = open_index(root, True, settings, read_only=True)
+        yield root, settings, index
+        index.close()
+    finally:
+        mp.undo()
+
+
+def pack(repo, question: str, **options) -> dict:
+    _root, settings, index = repo
+    return build_for_repository(index, question, settings=settings, **options)
+
+
+def with_profile(root: Path, toml: str) -> None:
+    (root / ".localidx.toml").write_text(toml, encoding="utf-8")
+
+
+@pytest.fixture
+def own_repo(tmp_path):
+    """A fresh indexed repository a test may reconfigure."""
+
+    def make(files: dict[str, str] = FILES, name: str = "own"):
+        root, settings = _make_indexed(tmp_path, name, files)
+        return root, settings
+
+    return make
+
+
+def _open(root: Path, settings):
+    return open_index(root, True, load_settings(root, {"embed_model": "fake", "home": settings.home}), read_only=True)
+
+
+# -- the response and profiles ----------------------------------------------------------------------------------
+
+
+def test_default_pack_has_the_documented_shape_and_cites_the_answer(repo):
+    r = pack(repo, "how is a token signature verified against the secret?")
+    assert set(RESPONSE_KEYS) <= set(r)
+    assert r["appliedModules"][0] == "profile:balanced"
+    for stage in ("guard", "search:hybrid", "rerank:code-aware", "neighbors:PARENT_SYMBOL", "auto-merge",
+                  "context-budget"):
+        assert stage in r["appliedModules"]
+    assert r["rerankApplied"] is True and r["noResults"] is False and r["noResultsReason"] is None
+    top = r["matches"][0]
+    assert top["path"] == "src/auth/tokens.py"
+    for key in ("path", "start_line", "end_line", "symbol", "score", "stale", "text", "uses", "used_by"):
+        assert key in top
+    assert top["stale"] is False
+    assert "Question: how is a token signature verified" in r["augmentedPrompt"]
+    assert f"[1] src/auth/tokens.py:{top['start_line']}-{top['end_line']}" in r["augmentedPrompt"]
+    # The default template fills every placeholder.
+    assert "{{" not in r["instructions"] and "auth repository" in r["instructions"]
+    assert r["augmentedPrompt"] in r["instructions"]
+    assert r["stats"]["tokens"] <= 3000
+
+
+def test_every_profile_runs_and_names_itself(repo):
+    seen = {}
+    for name in ("conservative", "balanced", "aggressive", "legacy"):
+        r = pack(repo, "verify token signature", profile=name)
+        assert f"profile:{name}" in r["appliedModules"]
+        seen[name] = r["appliedModules"]
+    assert "rerank:code-aware" not in seen["legacy"] and "multi-query" not in seen["legacy"]
+    assert not any(m.startswith("neighbors:") for m in seen["legacy"] + seen["conservative"])
+    assert "neighbors:CALL_GRAPH" in seen["aggressive"]
+
+
+def test_unknown_profile_is_a_usage_error_naming_the_known_ones(repo):
+    with pytest.raises(UsageError, match="unknown profile 'fast'.*balanced"):
+        pack(repo, "verify token", profile="fast")
+
+
+def test_repository_profiles_override_and_add(own_repo):
+    root, settings = own_repo()
+    with_profile(root, '[profiles.balanced.postprocess]\nneighborStrategy = "LINEAR"\n\n'
+                       '[profiles.tiny.postprocess]\nmaxContextTokens = 300\nautoMerge = false\n')
+    index = _open(root, settings)
+    try:
+        r = build_for_repository(index, "verify token signature", settings=settings)
+        assert "neighbors:LINEAR" in r["appliedModules"]
+        r = build_for_repository(index, "verify token signature", profile="tiny", settings=settings)
+        assert "profile:tiny" in r["appliedModules"] and "auto-merge" not in r["appliedModules"]
+        assert r["stats"]["tokens"] <= 300
+        assert "rerank:code-aware" in r["appliedModules"]  # the rest comes from balanced
+    finally:
+        index.close()
+
+
+# -- the guard and the sanitizer ----------------------------------------------------------------------------------
+
+
+def test_guard_clamps_request_limits_with_warnings_and_a_structured_log_line(repo, caplog):
+    with caplog.at_level(logging.INFO, logger="localidx.retrieve.guard"):
+        r = pack(repo, "verify token", top_k=500, max_tokens=10)
+    assert "guard: topK 500 clamped to 40 (profile balanced)" in r["warnings"]
+    assert "guard: maxContextTokens 10 clamped to 256 (profile balanced)" in r["warnings"]
+    logged = [json.loads(rec.getMessage()) for rec in caplog.records if rec.getMessage().startswith("{")]
+    assert {"event": "guard.clamp", "profile": "balanced", "field": "topK", "requested": 500, "applied": 40} in logged
+    assert r["stats"]["tokens"] <= 256
+    r = pack(repo, "verify token", max_tokens=99999)
+    assert "guard: maxContextTokens 99999 clamped to 4000 (profile balanced)" in r["warnings"]
+
+
+def test_guard_clamps_profile_values_and_the_sanitizer_fixes_their_types(own_repo):
+    root, settings = own_repo()
+    with_profile(root, '[profiles.wild.retrieval]\ntopK = "7"\nqueries = 9\nmaxQueries = 8\n\n'
+                       '[profiles.wild.postprocess]\nneighborLimit = 50\nneighborStrategy = "linear"\n'
+                       'maxPerFile = "many"\n')
+    index = _open(root, settings)
+    try:
+        r = build_for_repository(index, "verify token", profile="wild", settings=settings)
+    finally:
+        index.close()
+    w = r["warnings"]
+    assert "sanitize: topK '7' read as 7" in w
+    assert "guard: maxQueries 8 clamped to 6 (profile wild)" in w
+    assert "guard: queries 9 clamped to 6 (profile wild)" in w
+    assert "guard: neighborLimit 50 clamped to 12 (profile wild)" in w
+    assert "sanitize: neighborStrategy 'linear' normalised to 'LINEAR'" in w
+    assert any(x.startswith("sanitize: maxPerFile 'many' is not a int") for x in w)
+    assert "neighbors:LINEAR" in r["appliedModules"]
+
+
+def test_sanitizer_trims_the_question_and_drops_empty_turns(repo):
+    r = pack(repo, "  verify\x00 token  ", conversation_context=["", "   "])
+    assert r["rawQuery"] == "verify token"
+    assert "sanitize: control characters removed from the question" in r["warnings"]
+    assert "sanitize: surrounding whitespace trimmed from the question" in r["warnings"]
+    assert "sanitize: empty conversation turn 1 dropped" in r["warnings"]
+    with pytest.raises(UsageError, match="empty question"):
+        pack(repo, " \t ")
+    with pytest.raises(UsageError, match="unknown kind"):
+        pack(repo, "verify token", kind="lambda")
+
+
+# -- query transforms and multi-query -----------------------------------------------------------------------------
+
+
+def test_a_follow_up_borrows_the_terms_of_the_earlier_turn(repo):
+    r = pack(repo, "and who calls it?", conversation_context=["what does constant_time_compare do?"])
+    assert "query.compression" in r["appliedModules"]
+    assert "constant_time_compare" in r["query"]
+    assert r["rawQuery"] == "and who calls it?"
+    assert any("constant_time_compare" in m["text"] for m in r["matches"][:2])
+    alone = pack(repo, "and who calls it?")
+    assert "query.compression" not in alone["appliedModules"]
+
+
+def test_a_question_in_another_language_runs_as_is_with_a_warning_without_an_llm(repo):
+    r = pack(repo, "Wie wird die Signatur des Tokens geprüft und wo ist die Datei?")
+    assert "query.translation" not in r["appliedModules"]
+    assert any("does not look like English" in w for w in r["warnings"])
+
+
+def test_with_an_llm_the_question_is_translated_and_the_follow_up_rewritten(repo):
+    root, settings, index = repo
+
+    def answer(request):
+        system = request["body"]["messages"][0]["content"].lower()
+        if "translate" in system:
+            return "how is the token signature verified"
+        if "standalone" in system:
+            return "who calls constant_time_compare"
+        return "verify token signature"
+
+    with serve_llm(answer) as url:
+        llm_settings = settings.replace(llm_base_url=url, llm_model="stub")
+        r = build_for_repository(index, "Wie wird die Signatur des Tokens geprüft und wo ist die Datei?",
+                                 settings=llm_settings)
+        assert "query.translation" in r["appliedModules"]
+        assert r["query"] == "how is the token signature verified"
+        r = build_for_repository(index, "and who calls it?", settings=llm_settings,
+                                 conversation_context=["what does constant_time_compare do?"])
+        assert "query.compression:llm" in r["appliedModules"]
+        assert r["query"] == "who calls constant_time_compare"
+        assert url.requests
+
+
+def test_multi_query_runs_identifier_sub_queries_and_labels_what_they_found(repo):
+    question = "where does SessionStore.refresh_session replace tokens and how is sign_payload hashed"
+    assert "multi-query" not in pack(repo, question)["appliedModules"]  # off in balanced: the eval saw no gain
+    r = pack(repo, question, profile="aggressive")
+    assert "multi-query" in r["appliedModules"]
+    assert any("refresh_session" in q for q in r["subQueries"])
+    assert any("sign_payload" in q for q in r["subQueries"])
+    assert len(r["subQueries"]) <= 5  # aggressive: queries = 6, the question included
+    labelled = [m for m in r["matches"] if m.get("generatedBySubQuery")]
+    assert all(m["generatedBySubQuery"] in r["subQueries"] for m in labelled)
+    ids = [m["id"] for m in r["matches"]]
+    assert len(ids) == len(set(ids))
+
+
+def test_multi_query_deduplicates_identical_chunks_by_content_hash(own_repo):
+    copy = dict(FILES)
+    copy["src/auth/tokens_copy.py"] = TOKENS
+    root, settings = own_repo(copy)
+    index = _open(root, settings)
+    try:
+        r = build_for_repository(index, "constant_time_compare digests", settings=settings, profile="aggressive")
+    finally:
+        index.close()
+    hashes = [m["content_hash"] for m in r["matches"] if not m.get("auto_merged")]
+    assert len(hashes) == len(set(hashes))
+    texts = [m["text"] for m in r["matches"] if "def constant_time_compare" in m["text"]]
+    assert len(texts) == 1
+
+
+# -- rerank ------------------------------------------------------------------------------------------------------
+
+
+def test_rerank_puts_tests_and_vendored_code_behind_the_source(repo):
+    r = pack(repo, "verify_token checks the token signature with the secret")
+    paths = [m["path"] for m in r["matches"]]
+    assert paths[0] == "src/auth/tokens.py"
+    by_path = {m["path"]: m for m in r["matches"]}
+    if "tests/test_tokens.py" in by_path:
+        assert "test code x0.5" in by_path["tests/test_tokens.py"]["reasons"]
+    if "vendor/jwt/verify.py" in by_path:
+        assert "path penalty x0.5" in by_path["vendor/jwt/verify.py"]["reasons"]
+        assert paths.index("vendor/jwt/verify.py") > paths.index("src/auth/tokens.py")
+
+
+def test_a_question_about_tests_does_not_down_weight_them(repo):
+    r = pack(repo, "which tests cover verify_token with an expired token")
+    test_matches = [m for m in r["matches"] if m["path"] == "tests/test_tokens.py"]
+    assert test_matches
+    assert all("test code x0.5" not in m.get("reasons", []) for m in test_matches)
+
+
+def test_rerank_names_the_language_the_question_asks_for(repo):
+    r = pack(repo, "how is an invoice charged in the Go code")
+    go = [m for m in r["matches"] if m["language"] == "go"]
+    assert go and any("language go +0.05" in m["reasons"] for m in go)
+    assert r["matches"][0]["language"] == "go"
+
+
+def test_diversity_cap_moves_extra_matches_of_one_file_behind_the_head(own_repo):
+    root, settings = own_repo()
+    with_profile(root, '[profiles.capped.postprocess]\nmaxPerFile = 1\nneighborStrategy = "OFF"\nautoMerge = false\n')
+    index = _open(root, settings)
+    try:
+        r = build_for_repository(index, "session token user", profile="capped", settings=settings)
+    finally:
+        index.close()
+    capped = [m for m in r["matches"] if "diversity cap: moved behind the head" in m.get("reasons", [])]
+    assert capped
+    first_capped = r["matches"].index(capped[0])
+    head_paths = [m["path"] for m in r["matches"][:first_capped]]
+    assert len(head_paths) == len(set(head_paths))
+
+
+# -- neighbour expansion -------------------------------------------------------------------------------------------
+
+
+def _strategy_pack(root, settings, strategy: str, question: str) -> dict:
+    with_profile(root, f'[profiles.x.retrieval]\nmultiQuery = false\ntopK = 1\n\n[profiles.x.postprocess]\n'
+                       f'neighborStrategy = "{strategy}"\nneighborHits = 1\nneighborLimit = 4\nautoMerge = false\n')
+    index = _open(root, settings)
+    try:
+        return build_for_repository(index, question, profile="x", settings=settings)
+    finally:
+        index.close()
+
+
+def test_linear_adds_the_adjacent_chunks_of_the_hit(own_repo):
+    root, settings = own_repo()
+    r = _strategy_pack(root, settings, "LINEAR", "sign_payload hex SHA-256 digest over payload and secret")
+    hit, *added = r["matches"]
+    assert hit["symbol"] == "sign_payload"
+    assert {m["symbol"] for m in added} == {"verify_token", "constant_time_compare"}
+    assert all(m["neighborOfSpanHash"] == hit["span_hash"] and m["neighborStrategy"] == "LINEAR" for m in added)
+    assert "neighbors:LINEAR" in r["appliedModules"]
+
+
+def test_parent_symbol_adds_the_class_skeleton_and_sibling_methods(own_repo):
+    root, settings = own_repo()
+    r = _strategy_pack(root, settings, "PARENT_SYMBOL", "close_session remember that it was closed")
+    hit, *added = r["matches"]
+    assert hit["symbol"] == "SessionStore.close_session"
+    symbols = [m["symbol"] for m in added]
+    assert symbols[0] == "SessionStore"  # the enclosing class first
+    assert {"SessionStore.open_session", "SessionStore.refresh_session"} <= set(symbols)
+    assert all(m["neighborOfSpanHash"] == hit["span_hash"] for m in added)
+
+
+def test_call_graph_adds_callees_and_callers_across_files(own_repo):
+    root, settings = own_repo()
+    r = _strategy_pack(root, settings, "CALL_GRAPH", "verify_token expired tokens shared secret")
+    hit, *added = r["matches"]
+    assert hit["symbol"] == "verify_token" and hit["path"] == "src/auth/tokens.py"
+    symbols = {m["symbol"] for m in added}
+    assert {"sign_payload", "constant_time_compare"} <= symbols  # callees, same file
+    assert "SessionStore.open_session" in symbols  # a caller through the import
+    assert "sign_payload" in hit["uses"] and "open_session" in hit["used_by"]
+
+
+def test_off_adds_nothing(own_repo):
+    root, settings = own_repo()
+    r = _strategy_pack(root, settings, "OFF", "sign_payload hex digest")
+    assert len(r["matches"]) == 1
+    assert not any(m.startswith("neighbors:") for m in r["appliedModules"])
+
+
+# -- auto-merge and budget (pure) -----------------------------------------------------------------------------------
+
+
+def _m(id_, start, end, text=None, path="a.py", score=1.0, kind="function"):
+    return {"id": id_, "path": path, "start_line": start, "end_line": end, "kind": kind, "score": score,
+            "symbol": id_, "text": text if text is not None else "\n".join(f"line {n}" for n in range(start, end + 1))}
+
+
+def test_auto_merge_joins_adjacent_chunks_in_rank_order_with_metadata():
+    matches = [_m("b", 5, 8, score=0.9), _m("x", 1, 3, path="other.py", score=0.8), _m("a", 1, 3, score=0.7),
+               _m("c", 10, 12, score=0.6), _m("far", 40, 42, score=0.5)]
+    out, stats = auto_merge(matches, budget=1200)
+    assert [m["id"] for m in out] == ["b", "x", "far"]  # the window takes its seed's place
+    window = out[0]
+    assert window["auto_merged"] is True and window["merged_chunk_ids"] == ["a", "b", "c"]
+    assert window["merged_chunk_count"] == 3 and window["chunk_span"] == {"start": 1, "end": 12}
+    assert window["text"].splitlines()[0] == "line 1" and window["text"].splitlines()[-1] == "line 12"
+    assert window["text"].splitlines()[4] == "line 5" and window["content_length"] == len(window["text"])
+    assert stats["windowsBefore"] == 5 and stats["windowsAfter"] == 3
+    assert "auto_merged" not in out[2]  # not adjacent to anything
+
+
+def test_auto_merge_respects_the_window_budget_and_never_repeats_a_chunk():
+    big = "\n".join(["word " * 60] * 3)
+    matches = [_m("a", 1, 3, big), _m("b", 4, 6, big), _m("c", 7, 9, big)]
+    out, _stats = auto_merge(matches, budget=400)
+    ids = [i for m in out for i in m.get("merged_chunk_ids", [m["id"]])]
+    assert sorted(ids) == ["a", "b", "c"]
+    assert all(m.get("merged_chunk_count", 1) <= 2 for m in out)
+
+
+def test_auto_merge_edge_cases():
+    assert auto_merge([], 1200)[0] == []
+    nested = [_m("class", 1, 30, kind="class"), _m("method", 5, 9, kind="method")]
+    assert [m["id"] for m in auto_merge(nested, 1200)[0]] == ["class", "method"]
+    bare = [{"id": "p", "path": "a.py", "score": 1.0, "text": "x"}, {"id": "q", "path": "a.py", "score": 0.5,
+                                                                    "text": "y"}]
+    assert [m["id"] for m in auto_merge(bare, 1200)[0]] == ["p", "q"]  # no line metadata: left alone
+    overlapping = [_m("p1", 1, 10), _m("p2", 6, 15)]  # split parts with 5 overlap lines
+    merged = auto_merge(overlapping, 1200)[0]
+    assert len(merged) == 1 and merged[0]["text"].count("line 6\n") == 1
+
+
+def test_budget_keeps_order_skips_what_does_not_fit_and_always_keeps_one():
+    small, large = _m("s", 1, 2), _m("l", 10, 400)
+    kept, stats = fit_budget([large, small], max_tokens=256)
+    assert [m["id"] for m in kept] == ["s"] and stats["dropped"] == 1
+    kept, stats = fit_budget([large], max_tokens=256)
+    assert len(kept) == 1 and kept[0]["truncated"] is True and stats["truncated"] is True
+    assert kept[0]["end_line"] < 400 and stats["tokens"] <= 256
+    assert fit_budget([], 256) == ([], {"tokens": 0, "dropped": 0, "truncated": False})
+
+
+def test_a_single_chunk_over_the_budget_is_cut_and_said(tmp_path, own_repo):
+    body = "\n".join(f"    total += compute_step({n}) * weight_{n}" for n in range(300))
+    root, settings = own_repo({"big.py": f"def enormous_accumulator(weights):\n    total = 0\n{body}\n    return total\n"})
+    index = _open(root, settings)
+    try:
+        r = build_for_repository(index, "enormous_accumulator", settings=settings, max_tokens=256)
+    finally:
+        index.close()
+    assert len(r["matches"]) >= 1 and r["matches"][0]["truncated"] is True
+    assert any("over maxContextTokens" in w for w in r["warnings"])
+    assert r["stats"]["tokens"] <= 256
+
+
+def test_auto_merge_in_the_pipeline_reports_windows(own_repo):
+    root, settings = own_repo()
+    with_profile(root, '[profiles.m.retrieval]\nmultiQuery = false\n\n[profiles.m.postprocess]\n'
+                       'neighborStrategy = "LINEAR"\nneighborHits = 2\nneighborLimit = 4\n')
+    index = _open(root, settings)
+    try:
+        r = build_for_repository(index, "sign_payload digest", profile="m", settings=settings)
+    finally:
+        index.close()
+    merged = [m for m in r["matches"] if m.get("auto_merged")]
+    assert merged and r["stats"]["windowsAfter"] < r["stats"]["windowsBefore"]
+    window = merged[0]
+    assert window["chunk_span"]["start"] == window["start_line"] and window["merged_chunk_count"] >= 2
+    assert f"{window['path']}:{window['start_line']}-{window['end_line']}" in r["augmentedPrompt"]
+
+
+# -- no results, templates ----------------------------------------------------------------------------------------
+
+
+def test_nothing_found_and_nothing_indexed_are_answers_not_errors(repo, tmp_path):
+    r = pack(repo, "verify token", path_glob="does/not/exist/**")
+    assert r["noResults"] is True and r["noResultsReason"] == "CONTEXT_NOT_FOUND" and r["contextMissing"] is True
+    assert r["matches"] == [] and "nothing in auth matched" in r["augmentedPrompt"]
+    root = tmp_path / "empty"
+    root.mkdir()
+    git(root, "init", "-q")
+    settings = load_settings(root, {"embed_model": "fake", "home": str(tmp_path / "empty-home")})
+    index = open_index(root, True, settings, read_only=True)
+    try:
+        r = build_for_repository(index, "verify token", settings=settings)
+    finally:
+        index.close()
+    assert r["noResults"] is True and r["noResultsReason"] == "INDEX_NOT_READY"
+
+
+def test_context_missing_names_identifiers_nothing_contains(repo):
+    r = pack(repo, "where is RateLimiter.acquire_slot used with verify_token")
+    assert r["contextMissing"] is True and r["missingTerms"] == ["RateLimiter.acquire_slot"]
+
+
+def test_a_custom_template_fills_placeholders_and_removes_unknown_ones(own_repo):
+    root, settings = own_repo()
+    (root / "prompt.md").write_text("Repo {{repoName}} ({{locale}}): {{rawQuery}}\n{{augmentedPrompt}}\n{{mood}}!")
+    with_profile(root, '[profiles.balanced.generation]\ntemplate = "prompt.md"\n')
+    index = _open(root, settings)
+    try:
+        r = build_for_repository(index, "verify token", settings=settings, locale="de-DE")
+    finally:
+        index.close()
+    assert r["instructions"].startswith("Repo own (de-DE): verify token\nQuestion: verify token")
+    assert r["instructions"].endswith("\n!")
+    assert "instructions template: unknown placeholder {{mood}} removed" in r["warnings"]
+
+
+# -- entry points: CLI, socket, all repositories ------------------------------------------------------------------
+
+
+def _cli(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "localidx", *args], cwd=root, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+@pytest.fixture
+def cli_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("LOCALIDX_EMBED_MODEL", "fake")
+    monkeypatch.setenv("LOCALIDX_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LOCALIDX_WATCH", "0")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    for name in ("LOCALIDX_LLM_BASE_URL", "LOCALIDX_LLM_MODEL", "LOCALIDX_SOCK"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_cli_context_prints_the_augmented_prompt_and_json(make_repo, cli_env):
+    root = make_repo(FILES)
+    assert _cli(root, "index", "-q").returncode == 0
+    plain = _cli(root, "context", "how is the token signature verified", "--top-k", "99")
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.startswith("Question: how is the token signature verified")
+    assert "src/auth/tokens.py:" in plain.stdout
+    assert "warning: guard: topK 99 clamped to 40" in plain.stderr
+    data = json.loads(_cli(root, "context", "how is the token signature verified", "--json").stdout)
+    assert set(RESPONSE_KEYS) <= set(data) and data["matches"][0]["path"] == "src/auth/tokens.py"
+    bad = _cli(root, "context", "verify", "--profile", "nope")
+    assert bad.returncode == 2 and bad.stderr.startswith("localidx: error: unknown profile 'nope'")
+    assert "Traceback" not in bad.stderr
+
+
+def test_cli_context_in_an_unindexed_repository_says_so(make_repo, cli_env):
+    root = make_repo(FILES)
+    r = _cli(root, "context", "verify token")
+    assert r.returncode == 1 and "run `localidx index`" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ask_without_an_llm_prints_the_pack_and_how_to_configure_one(make_repo, cli_env):
+    root = make_repo(FILES)
+    _cli(root, "index", "-q")
+    r = _cli(root, "ask", "how is the token signature verified")
+    assert r.returncode == 0
+    assert "Question: how is the token signature verified" in r.stdout
+    assert "no LLM is configured" in r.stderr and "llm" in r.stderr.lower()
+
+
+def test_ask_sends_the_pack_to_the_configured_llm_and_cites_sources(make_repo, cli_env):
+    root = make_repo(FILES)
+    _cli(root, "index", "-q")
+    with serve_llm(lambda request: "verify_token compares digests [1].") as url:
+        r = _cli(root, "ask", "how is the token signature verified",
+                 env={"LOCALIDX_LLM_BASE_URL": url, "LOCALIDX_LLM_MODEL": "stub"})
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("verify_token compares digests [1].")
+        assert "Sources:" in r.stdout and "src/auth/tokens.py:" in r.stdout
+        sent = user_message(url.requests[-1])
+        assert "Question: how is the token signature verified" in sent and "src/auth/tokens.py:" in sent
+
+
+def test_the_socket_serves_the_same_pack_as_the_cli(make_repo, cli_env):
+    root = make_repo(FILES)
+    assert _cli(root, "index", "-q").returncode == 0
+    in_process = json.loads(_cli(root, "context", "verify token signature", "--json").stdout)
+    assert _cli(root, "daemon", "start").returncode == 0
+    try:
+        from localidx.client import connect
+
+        settings = load_settings(root)
+        with connect(root, True, settings) as client:
+            over_socket = client.request("context/build", {"query": "verify token signature"})
+            with pytest.raises(UsageError, match="unknown profile"):
+                client.request("context/build", {"query": "verify", "profile": "nope"})
+        via_cli = json.loads(_cli(root, "context", "verify token signature", "--json").stdout)
+    finally:
+        _cli(root, "daemon", "stop")
+    for other in (over_socket, via_cli):
+        assert set(other) == set(in_process)
+        assert [m["id"] for m in other["matches"]] == [m["id"] for m in in_process["matches"]]
+        assert other["augmentedPrompt"] == in_process["augmentedPrompt"]
+
+
+def test_all_repos_searches_every_registered_repository_and_labels_matches(make_repo, cli_env):
+    first = make_repo(FILES, name="auth-service")
+    second = make_repo({"ledger/post.py": "def post_ledger_entry(entry, journal):\n"
+                                          "    \"\"\"Post a ledger entry to the journal.\"\"\"\n"
+                                          "    journal.append(entry)\n    return len(journal)\n"},
+                       name="ledger")
+    for root in (first, second):
+        assert _cli(root, "index", "-q").returncode == 0
+    data = json.loads(_cli(first, "search", "post ledger entry journal", "--all-repos", "--json").stdout)
+    assert data["matches"][0]["repo"] == "ledger" and data["matches"][0]["path"] == "ledger/post.py"
+    assert {m["repo"] for m in data["matches"]} <= {"auth-service", "ledger"}
+    pack_ = json.loads(_cli(second, "context", "verify token signature", "--all-repos", "--json").stdout)
+    assert pack_["matches"][0]["repo"] == "auth-service"
+    assert "auth-service:src/auth/tokens.py:" in pack_["augmentedPrompt"]

@@ -1,0 +1,264 @@
+"""The MCP server as an MCP client meets it: the SDK's own client talking to a real ``localidx mcp`` subprocess over
+stdio, in real git repositories indexed with the fake embedder, through a real daemon.
+
+The repositories are indexed once per module; the daemon the first tool call starts is shared by the tests and
+stopped (killed if it will not go) at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import mcp
+import pytest
+from mcp import StdioServerParameters
+
+from conftest import git
+from localidx.chunk.model import KINDS
+from localidx.config import load_settings
+from localidx.daemon import lifecycle
+
+AUTH = (
+    "def verify_token(token, secret):\n"
+    '    """Check a signed session token against the server secret."""\n'
+    "    return sign(token.payload, secret) == token.signature\n\n\n"
+    "def refresh_session(session):\n"
+    '    """Give a session a new expiry time."""\n'
+    "    session.expires = now() + 3600\n"
+    "    return session\n"
+)
+README = "# Auth service\n\nTokens are verified against the secret; sessions are refreshed hourly.\n"
+BILLING = (
+    "def invoice_total(lines):\n"
+    '    """The sum of an invoice\'s line amounts, tax included."""\n'
+    "    return sum(line.amount * (1 + line.tax_rate) for line in lines)\n"
+)
+TOOLS = {"rag_search", "rag_search_simple", "rag_context", "index_status", "rag_search_global"}
+FILTERS = {"rawQuery", "profile", "conversationContext", "language", "path", "kind"}
+RESPONSE = {"matches", "rerankApplied", "augmentedPrompt", "instructions", "contextMissing", "noResults",
+            "noResultsReason", "appliedModules", "warnings", "profile", "query", "subQueries", "stats"}
+CITATION = re.compile(r"^[\w./-]+:\d+-\d+$")
+CALL_TIMEOUT_S = 120.0
+
+
+@dataclass
+class World:
+    alpha: Path  # auth.py, README.md
+    beta: Path  # billing.py
+    broken: Path  # a .localidx.toml no Settings can be made from
+    env: dict
+
+
+def _make_repo(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir()
+    git(root, "init", "-q")
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    return root
+
+
+def _run(env: dict, cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "localidx", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    base = tmp_path_factory.mktemp("mcp")
+    run_dir = Path(tempfile.mkdtemp(prefix="lx-", dir="/tmp"))  # short: AF_UNIX paths stay under 104 bytes
+    env = {name: value for name, value in os.environ.items()
+           if name not in (lifecycle.SOCK_ENV, lifecycle.FAKE_VERSION_ENV, "LOCALIDX_DEBUG")}
+    env.update({"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(base / "home"), "LOCALIDX_WATCH": "0",
+                "LOCALIDX_DAEMON_IDLE_S": "300", "XDG_RUNTIME_DIR": str(run_dir), "HF_HUB_OFFLINE": "1",
+                "LOCALIDX_REGISTRY": str(base / "registry.json"), "GIT_CONFIG_NOSYSTEM": "1"})
+    alpha = _make_repo(base / "alpha", {"auth.py": AUTH, "README.md": README})
+    beta = _make_repo(base / "beta", {"billing.py": BILLING})
+    broken = _make_repo(base / "broken", {"x.py": AUTH, ".localidx.toml": "max_tokens = 'many'\n"})
+    for root in (alpha, beta):
+        proc = _run(env, root, "index", "--quiet")
+        assert proc.returncode == 0, proc.stderr
+    try:
+        yield World(alpha, beta, broken, env)
+    finally:
+        for root in (alpha, beta):
+            paths = lifecycle.daemon_paths(root, True, load_settings(root, env=env))
+            status = lifecycle.read_status(paths.status)
+            try:
+                _run(env, root, "daemon", "stop", timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+            if status and lifecycle.pid_alive(status["pid"]):
+                os.kill(status["pid"], signal.SIGKILL)
+        subprocess.run(["rm", "-rf", str(run_dir)], check=False)
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def server(world: World, cwd: Path | None = None, *args: str) -> mcp.Client:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "localidx", "mcp", *args],
+                                   cwd=str(cwd or world.alpha), env=world.env)
+    return mcp.Client(params, read_timeout_seconds=CALL_TIMEOUT_S)
+
+
+def text_of(result) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def ok(client: mcp.Client, tool: str, arguments: dict) -> dict:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, text_of(result)
+    return result.structured_content
+
+
+async def fails(client: mcp.Client, tool: str, arguments: dict) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    return text_of(result)
+
+
+@pytest.mark.anyio
+async def test_tools_are_listed_with_closed_inputs_that_take_profiles_not_tuning_values(world):
+    async with server(world) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(tools) == TOOLS
+        for tool in tools.values():
+            schema = tool.input_schema
+            assert schema["additionalProperties"] is False, tool.name
+            assert set(schema["properties"]) <= FILTERS, tool.name
+            assert tool.annotations.read_only_hint is True and tool.description
+            assert tool.output_schema["type"] == "object"
+        for name in ("rag_search", "rag_context", "rag_search_global"):
+            schema = tools[name].input_schema
+            assert set(schema["properties"]) == FILTERS and schema["required"] == ["rawQuery"]
+            assert schema["properties"]["kind"]["anyOf"][0]["enum"] == list(KINDS)
+        assert set(tools["rag_search_simple"].input_schema["properties"]) == {"rawQuery"}
+        assert tools["index_status"].input_schema["properties"] == {}
+
+        message = await fails(client, "rag_search", {"rawQuery": "verify token", "topK": 50})
+        assert "topK" in message and "Extra inputs are not permitted" in message
+        message = await fails(client, "rag_search_simple", {"rawQuery": "verify token", "maxTokens": 9000})
+        assert "maxTokens" in message
+
+
+@pytest.mark.anyio
+async def test_rag_search_finds_the_right_file_through_the_daemon_and_applies_filters(world):
+    async with server(world) as client:
+        found = await ok(client, "rag_search", {"rawQuery": "where is the session token signature verified?"})
+        assert set(found) >= RESPONSE
+        assert found["matches"][0]["path"] == "auth.py"
+        assert "verify_token" in found["matches"][0]["text"]
+        assert "profile:balanced" in found["appliedModules"] and found["noResults"] is False
+
+        docs = await ok(client, "rag_search", {"rawQuery": "tokens verified secret", "language": "markdown"})
+        assert docs["matches"] and {m["path"] for m in docs["matches"]} == {"README.md"}
+        code = await ok(client, "rag_search", {"rawQuery": "refresh the session expiry", "kind": "function",
+                                               "path": "*.py", "profile": "balanced",
+                                               "conversationContext": ["We are looking at auth.py."]})
+        assert code["matches"] and all(m["path"] == "auth.py" for m in code["matches"])
+        assert code["profile"] == "balanced"
+
+        simple = await ok(client, "rag_search_simple", {"rawQuery": "refresh session expiry"})
+        assert set(simple) >= RESPONSE and simple["matches"][0]["path"] == "auth.py"
+
+
+@pytest.mark.anyio
+async def test_rag_context_is_a_pack_to_paste_that_cites_path_and_lines(world):
+    async with server(world) as client:
+        pack = await ok(client, "rag_context", {"rawQuery": "How is a session token verified?"})
+    assert set(pack) == {"augmentedPrompt", "instructions", "citations", "warnings", "noResults", "noResultsReason"}
+    assert pack["noResults"] is False and pack["noResultsReason"] is None
+    assert pack["citations"] and all(CITATION.match(c) for c in pack["citations"]), pack["citations"]
+    assert pack["citations"][0].startswith("auth.py:")
+    prompt = pack["augmentedPrompt"]
+    assert "How is a session token verified?" in prompt
+    assert all(c in prompt for c in pack["citations"])
+    assert "def verify_token" in prompt
+    assert isinstance(pack["instructions"], str) and pack["instructions"]
+
+
+@pytest.mark.anyio
+async def test_index_status_reports_the_repository_the_server_was_started_for(world, tmp_path):
+    async with server(world) as client:
+        status = await ok(client, "index_status", {})
+    assert status["state"] == "READY" and status["files"] == 2 and status["root"] == str(world.alpha)
+    assert status["daemon"]["pid"] > 0
+
+    async with server(world, tmp_path, "--repo", str(world.beta)) as client:  # started outside any repository
+        status = await ok(client, "index_status", {})
+    assert status["root"] == str(world.beta) and status["files"] == 1
+
+
+@pytest.mark.anyio
+async def test_invalid_inputs_are_tool_errors_and_the_server_keeps_answering(world):
+    async with server(world) as client:
+        message = await fails(client, "rag_search", {"rawQuery": ""})
+        assert "rawQuery" in message and "at least 1 character" in message
+        message = await fails(client, "rag_context", {})
+        assert "rawQuery" in message and "Field required" in message
+        message = await fails(client, "rag_search", {"rawQuery": "verify token", "kind": "gizmo"})
+        assert "kind" in message and "'function'" in message
+        message = await fails(client, "rag_search", {"rawQuery": "verify token", "profile": "no-such-profile"})
+        assert "no-such-profile" in message and "\n" not in message  # the daemon's usage error, one line
+        message = await fails(client, "no_such_tool", {})
+        assert "no_such_tool" in message
+
+        found = await ok(client, "rag_search_simple", {"rawQuery": "verify_token signature"})
+    assert found["matches"][0]["path"] == "auth.py"
+
+
+@pytest.mark.anyio
+async def test_a_repository_that_cannot_be_served_gives_one_line_errors_not_a_dead_server(world):
+    async with server(world, world.broken) as client:
+        for tool, arguments in (("index_status", {}), ("rag_search", {"rawQuery": "verify token"})):
+            message = await fails(client, tool, arguments)
+            assert message.startswith(f"Error executing tool {tool}: ")
+            assert "max_tokens" in message and "\n" not in message
+        assert set(t.name for t in (await client.list_tools()).tools) == TOOLS
+
+
+@pytest.mark.anyio
+async def test_rag_search_global_labels_each_match_with_its_repository(world):
+    async with server(world, world.beta) as client:
+        found = await ok(client, "rag_search_global", {"rawQuery": "verify_token invoice_total"})
+    assert set(found) >= RESPONSE
+    repos = {m["repo"]: m["path"] for m in found["matches"]}
+    assert repos.get("alpha") in ("auth.py", "README.md") and repos.get("beta") == "billing.py"
+    assert "alpha:auth.py:" in found["augmentedPrompt"] and "beta:billing.py:" in found["augmentedPrompt"]
+
+
+PROBE = """
+import asyncio, sys
+from pathlib import Path
+import mcp
+from localidx.mcp_server import create_server
+
+async def main():
+    async with mcp.Client(create_server(Path.cwd(), True)) as client:
+        for tool, arguments in (("rag_search", {"rawQuery": "verify token"}), ("rag_context", {"rawQuery": "token"}),
+                                ("index_status", {})):
+            result = await client.call_tool(tool, arguments)
+            assert not result.is_error, result.content
+    heavy = [name for name in ("lancedb", "fastembed", "onnxruntime", "pyarrow", "tree_sitter") if name in sys.modules]
+    print("HEAVY=" + ",".join(heavy))
+
+asyncio.run(main())
+"""
+
+
+def test_the_per_repository_tools_leave_lancedb_and_the_model_to_the_daemon(world):
+    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=world.alpha, env=world.env, capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "HEAVY="
