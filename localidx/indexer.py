@@ -212,16 +212,18 @@ def open_index(root: Path, in_git: bool, settings: Settings, read_only: bool = F
     return open_index_at(index_paths(root, in_git, settings.home), settings, read_only=read_only, embedder=embedder)
 
 
-def open_index_at(paths, settings: Settings, read_only: bool = False, embedder=None) -> Index:
-    """``open_index`` for known ``IndexPaths``. Read-only opens write nothing (a missing index reads as empty)."""
+def open_index_at(paths, settings: Settings, read_only: bool = False, embedder=None, store=None) -> Index:
+    """``open_index`` for known ``IndexPaths``. Read-only opens write nothing (a missing index reads as empty).
+    ``store``: a ChunkStore to share (the daemon's readers share one LanceDB connection, and so its index caches)."""
     from localidx.embed import get_embedder
     from localidx.store.catalog import Catalog
     from localidx.store.lance import ChunkStore
     from localidx.summarize import table_variant
 
     embedder = embedder or get_embedder(settings.embed_model, threads=settings.embed_threads or None)
-    store = ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only,
-                       variant=table_variant(settings))
+    if store is None:
+        store = ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only,
+                           variant=table_variant(settings))
     catalog = Catalog(paths.catalog, create=not read_only)
     return Index(paths=paths, settings=settings, catalog=catalog, store=store, embedder=embedder)
 
