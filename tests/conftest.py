@@ -10,6 +10,41 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# Sample sources several test modules index.
+BILLING_MODULE = '''"""Billing helpers."""
+
+
+def invoice_total(lines):
+    """Sum the lines of an invoice."""
+    total = 0
+    for line in lines:
+        total += line.quantity * line.unit_price
+    return total
+
+
+class Ledger:
+    """Keeps balances."""
+
+    def credit(self, account, amount):
+        self.balances[account] = self.balances.get(account, 0) + amount
+        self.history.append(("credit", account, amount))
+
+    def debit(self, account, amount):
+        if self.balances.get(account, 0) < amount:
+            raise ValueError("insufficient funds")
+        self.balances[account] -= amount
+'''
+AUTH_MODULE = (
+    "def verify_token(token, secret):\n"
+    '    """Check a signed session token against the server secret."""\n'
+    "    return sign(token.payload, secret) == token.signature\n\n\n"
+    "def refresh_session(session):\n"
+    '    """Give a session a new expiry time."""\n'
+    "    session.expires = now() + 3600\n"
+    "    return session\n"
+)
+AUTH_README = "# Auth service\n\nTokens are verified against the secret; sessions are refreshed hourly.\n"
+
 
 def pytest_addoption(parser):
     parser.addoption("--update-goldens", action="store_true", help="Rewrite the golden chunk files from the chunker.")

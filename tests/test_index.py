@@ -13,34 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import BILLING_MODULE, git
 from localidx.config import load_settings
 from localidx.indexer import open_index, run_index
 from localidx.lock import WriteLock
 
-MODULE = '''"""Billing helpers."""
-
-
-def invoice_total(lines):
-    """Sum the lines of an invoice."""
-    total = 0
-    for line in lines:
-        total += line.quantity * line.unit_price
-    return total
-
-
-class Ledger:
-    """Keeps balances."""
-
-    def credit(self, account, amount):
-        self.balances[account] = self.balances.get(account, 0) + amount
-        self.history.append(("credit", account, amount))
-
-    def debit(self, account, amount):
-        if self.balances.get(account, 0) < amount:
-            raise ValueError("insufficient funds")
-        self.balances[account] -= amount
-'''
+MODULE = BILLING_MODULE
 
 
 def settings_for(root: Path, **extra):

@@ -20,21 +20,13 @@ import mcp
 import pytest
 from mcp import StdioServerParameters
 
-from conftest import git
+from conftest import AUTH_MODULE, AUTH_README, git
 from localidx.chunk.model import KINDS
 from localidx.config import load_settings
 from localidx.daemon import lifecycle
 
-AUTH = (
-    "def verify_token(token, secret):\n"
-    '    """Check a signed session token against the server secret."""\n'
-    "    return sign(token.payload, secret) == token.signature\n\n\n"
-    "def refresh_session(session):\n"
-    '    """Give a session a new expiry time."""\n'
-    "    session.expires = now() + 3600\n"
-    "    return session\n"
-)
-README = "# Auth service\n\nTokens are verified against the secret; sessions are refreshed hourly.\n"
+AUTH = AUTH_MODULE
+README = AUTH_README
 BILLING = (
     "def invoice_total(lines):\n"
     '    """The sum of an invoice\'s line amounts, tax included."""\n'

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import BILLING_MODULE
 from llm_stub import Reply, error_body, serve_llm, unused_url, user_message
 from localidx.chunk.model import CODE_KINDS
 from localidx.config import load_settings
@@ -23,29 +24,7 @@ from localidx.indexer import embed_key, open_index, run_index, update
 from localidx.retrieve import search
 from localidx.summarize import EXPLAIN_PREFIX
 
-MODULE = '''"""Billing helpers."""
-
-
-def invoice_total(lines):
-    """Sum the lines of an invoice."""
-    total = 0
-    for line in lines:
-        total += line.quantity * line.unit_price
-    return total
-
-
-class Ledger:
-    """Keeps balances."""
-
-    def credit(self, account, amount):
-        self.balances[account] = self.balances.get(account, 0) + amount
-        self.history.append(("credit", account, amount))
-
-    def debit(self, account, amount):
-        if self.balances.get(account, 0) < amount:
-            raise ValueError("insufficient funds")
-        self.balances[account] -= amount
-'''
+MODULE = BILLING_MODULE
 
 FAKE_ID = FakeEmbedder.model_id
 MARKER = "zanzibarite"  # a word only invoice_total's explanation contains

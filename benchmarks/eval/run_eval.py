@@ -1,7 +1,10 @@
 """Retrieval eval: index installed packages' source with the real model and print Recall@k / MRR per search setup.
 
 Place in the flow: a benchmark over retrieve (``localidx.retrieve.evaluate``); it is how ``DEFAULT_FUSION`` and
-``DEFAULT_VECTOR_WEIGHT`` in ``localidx/retrieve/search.py`` were chosen. It prints figures and asserts nothing.
+``DEFAULT_VECTOR_WEIGHT`` in ``localidx/retrieve/search.py`` were chosen, and how the context pipeline's profiles
+(``profile ...`` setups: files ranked by their order in the pack) are compared with plain search. It prints figures
+and asserts nothing. jsonschema ships its test suite inside the package, so its questions also show what the
+rerank's test-code rule does.
 
 For each query set ``benchmarks/eval/<package>.jsonl`` it copies the installed package's source into
 ``<work>/<package>/<package>/`` (a fresh git repository, so gold paths read ``click/core.py``), indexes it with the
@@ -10,6 +13,7 @@ vector cache makes reruns cheap), then runs every setup over the questions.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/eval/run_eval.py            # every query set here
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/eval/run_eval.py click --per-query
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/eval/run_eval.py --only "linear w=0.5,profile"
 """
 
 from __future__ import annotations
@@ -26,17 +30,22 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SETUPS = [  # (label, mode, fusion, vector weight)
-    ("bm25", "bm25", None, None),
-    ("vector", "vector", None, None),
-    ("linear w=0.1", "hybrid", "linear", 0.1),
-    ("linear w=0.3", "hybrid", "linear", 0.3),
-    ("linear w=0.4", "hybrid", "linear", 0.4),
-    ("linear w=0.5", "hybrid", "linear", 0.5),
-    ("linear w=0.6", "hybrid", "linear", 0.6),
-    ("linear w=0.7", "hybrid", "linear", 0.7),
-    ("linear w=0.9", "hybrid", "linear", 0.9),
-    ("rrf", "hybrid", "rrf", None),
+SETUPS = [  # (label, mode, fusion, vector weight, context profile)
+    ("bm25", "bm25", None, None, None),
+    ("vector", "vector", None, None, None),
+    ("linear w=0.1", "hybrid", "linear", 0.1, None),
+    ("linear w=0.3", "hybrid", "linear", 0.3, None),
+    ("linear w=0.4", "hybrid", "linear", 0.4, None),
+    ("linear w=0.5", "hybrid", "linear", 0.5, None),
+    ("linear w=0.6", "hybrid", "linear", 0.6, None),
+    ("linear w=0.7", "hybrid", "linear", 0.7, None),
+    ("linear w=0.9", "hybrid", "linear", 0.9, None),
+    ("rrf", "hybrid", "rrf", None, None),
+    # The context pipeline: files ranked by their order in the final pack (localidx.retrieve.context).
+    ("profile legacy", "hybrid", None, None, "legacy"),
+    ("profile conservative", "hybrid", None, None, "conservative"),
+    ("profile balanced", "hybrid", None, None, "balanced"),
+    ("profile aggressive", "hybrid", None, None, "aggressive"),
 ]
 METRICS = ("recall@1", "recall@5", "recall@10", "gold_recall@5", "mrr")
 
@@ -69,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="embedding model (default: the configured default)")
     parser.add_argument("--k", type=int, default=10, help="files ranked per query")
     parser.add_argument("--per-query", action="store_true", help="also print each query's first gold rank")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated setup labels or prefixes to run (e.g. 'linear w=0.5,profile')")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -78,8 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     from localidx.retrieve.evaluate import evaluate, load_queries
 
     packages = args.packages or sorted(p.stem for p in HERE.glob("*.jsonl"))
+    setups = SETUPS
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        setups = [s for s in SETUPS if any(s[0] == w or s[0].startswith(w) for w in wanted)]
     args.work.mkdir(parents=True, exist_ok=True)
-    totals: dict[str, list[dict]] = {label: [] for label, *_ in SETUPS}
+    totals: dict[str, list[dict]] = {label: [] for label, *_ in setups}
     for package in packages:
         queries = load_queries(HERE / f"{package}.jsonl")
         root = prepare_repo(package, args.work)
@@ -98,16 +113,19 @@ def main(argv: list[str] | None = None) -> int:
               f"indexed in {time.perf_counter() - started:.0f}s ({stats.chunks_embedded} embedded)\n")
         print("| setup | " + " | ".join(METRICS) + " |")
         print("|---" * (len(METRICS) + 1) + "|")
-        for label, mode, fusion, weight in SETUPS:
-            report = evaluate(index, queries, mode=mode, fusion=fusion, vector_weight=weight, k=args.k)
+        for label, mode, fusion, weight, profile in setups:
+            report = evaluate(index, queries, mode=mode, fusion=fusion, vector_weight=weight, k=args.k,
+                              profile=profile)
             totals[label].append(report)
             print(f"| {label} | " + " | ".join(f"{report[m]:.3f}" for m in METRICS) + " |")
+            if profile:
+                print(f"|   pack | {json.dumps(report['pack'])} |")
             if args.per_query:
                 ranks = [r["rank"] for r in report["per_query"]]
                 print(f"|   ranks | {json.dumps(ranks)} |")
         index.close()
     if len(packages) > 1:
-        print(f"\n## all: {sum(r['queries'] for r in totals[SETUPS[0][0]])} queries (micro-average)\n")
+        print(f"\n## all: {sum(r['queries'] for r in totals[setups[0][0]])} queries (micro-average)\n")
         print("| setup | " + " | ".join(METRICS) + " |")
         print("|---" * (len(METRICS) + 1) + "|")
         for label, reports in totals.items():
