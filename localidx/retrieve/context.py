@@ -94,7 +94,8 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
     analysis = transforms.analyze(question)
     clock.lap("transforms")
 
-    repo_name = sources[0].name if len(sources) == 1 else ", ".join(s.name for s in sources)
+    repo_name = (sources[0].name if len(sources) == 1 else ", ".join(s.name for s in sources)
+                 or "the registered repositories")
     ready = []
     for source in sources:
         source.table = source.index.store.snapshot()
