@@ -188,6 +188,17 @@ def _open(root: Path, settings):
     return open_index(root, True, load_settings(root, {"embed_model": "fake", "home": settings.home}), read_only=True)
 
 
+def configured_pack(root: Path, settings, toml: str | None, question: str, **options) -> dict:
+    """One pack from ``root`` after writing ``toml`` (profiles) to its .localidx.toml."""
+    if toml is not None:
+        with_profile(root, toml)
+    index = _open(root, settings)
+    try:
+        return build_for_repository(index, question, settings=settings, **options)
+    finally:
+        index.close()
+
+
 # -- the response and profiles ----------------------------------------------------------------------------------
 
 
@@ -261,14 +272,9 @@ def test_guard_clamps_request_limits_with_warnings_and_a_structured_log_line(rep
 
 def test_guard_clamps_profile_values_and_the_sanitizer_fixes_their_types(own_repo):
     root, settings = own_repo()
-    with_profile(root, '[profiles.wild.retrieval]\ntopK = "7"\nqueries = 9\nmaxQueries = 8\n\n'
-                       '[profiles.wild.postprocess]\nneighborLimit = 50\nneighborStrategy = "linear"\n'
-                       'maxPerFile = "many"\n')
-    index = _open(root, settings)
-    try:
-        r = build_for_repository(index, "verify token", profile="wild", settings=settings)
-    finally:
-        index.close()
+    toml = ('[profiles.wild.retrieval]\ntopK = "7"\nqueries = 9\nmaxQueries = 8\n\n'
+            '[profiles.wild.postprocess]\nneighborLimit = 50\nneighborStrategy = "linear"\nmaxPerFile = "many"\n')
+    r = configured_pack(root, settings, toml, "verify token", profile="wild")
     w = r["warnings"]
     assert "sanitize: topK '7' read as 7" in w
     assert "guard: maxQueries 8 clamped to 6 (profile wild)" in w
@@ -352,11 +358,7 @@ def test_multi_query_deduplicates_identical_chunks_by_content_hash(own_repo):
     copy = dict(FILES)
     copy["src/auth/tokens_copy.py"] = TOKENS
     root, settings = own_repo(copy)
-    index = _open(root, settings)
-    try:
-        r = build_for_repository(index, "constant_time_compare digests", settings=settings, profile="aggressive")
-    finally:
-        index.close()
+    r = configured_pack(root, settings, None, "constant_time_compare digests", profile="aggressive")
     hashes = [m["content_hash"] for m in r["matches"] if not m.get("auto_merged")]
     assert len(hashes) == len(set(hashes))
     texts = [m["text"] for m in r["matches"] if "def constant_time_compare" in m["text"]]
@@ -394,12 +396,8 @@ def test_rerank_names_the_language_the_question_asks_for(repo):
 
 def test_diversity_cap_moves_extra_matches_of_one_file_behind_the_head(own_repo):
     root, settings = own_repo()
-    with_profile(root, '[profiles.capped.postprocess]\nmaxPerFile = 1\nneighborStrategy = "OFF"\nautoMerge = false\n')
-    index = _open(root, settings)
-    try:
-        r = build_for_repository(index, "session token user", profile="capped", settings=settings)
-    finally:
-        index.close()
+    toml = '[profiles.capped.postprocess]\nmaxPerFile = 1\nneighborStrategy = "OFF"\nautoMerge = false\n'
+    r = configured_pack(root, settings, toml, "session token user", profile="capped")
     capped = [m for m in r["matches"] if "diversity cap: moved behind the head" in m.get("reasons", [])]
     assert capped
     first_capped = r["matches"].index(capped[0])
@@ -411,13 +409,9 @@ def test_diversity_cap_moves_extra_matches_of_one_file_behind_the_head(own_repo)
 
 
 def _strategy_pack(root, settings, strategy: str, question: str) -> dict:
-    with_profile(root, f'[profiles.x.retrieval]\nmultiQuery = false\ntopK = 1\n\n[profiles.x.postprocess]\n'
-                       f'neighborStrategy = "{strategy}"\nneighborHits = 1\nneighborLimit = 4\nautoMerge = false\n')
-    index = _open(root, settings)
-    try:
-        return build_for_repository(index, question, profile="x", settings=settings)
-    finally:
-        index.close()
+    return configured_pack(root, settings, f'[profiles.x.retrieval]\nmultiQuery = false\ntopK = 1\n\n'
+                           f'[profiles.x.postprocess]\nneighborStrategy = "{strategy}"\nneighborHits = 1\n'
+                           f'neighborLimit = 4\nautoMerge = false\n', question, profile="x")
 
 
 def test_linear_adds_the_adjacent_chunks_of_the_hit(own_repo):
@@ -512,14 +506,11 @@ def test_budget_keeps_order_skips_what_does_not_fit_and_always_keeps_one():
     assert fit_budget([], 256) == ([], {"tokens": 0, "dropped": 0, "truncated": False})
 
 
-def test_a_single_chunk_over_the_budget_is_cut_and_said(tmp_path, own_repo):
+def test_a_single_chunk_over_the_budget_is_cut_and_said(own_repo):
     body = "\n".join(f"    total += compute_step({n}) * weight_{n}" for n in range(300))
-    root, settings = own_repo({"big.py": f"def enormous_accumulator(weights):\n    total = 0\n{body}\n    return total\n"})
-    index = _open(root, settings)
-    try:
-        r = build_for_repository(index, "enormous_accumulator", settings=settings, max_tokens=256)
-    finally:
-        index.close()
+    source = f"def enormous_accumulator(weights):\n    total = 0\n{body}\n    return total\n"
+    root, settings = own_repo({"big.py": source})
+    r = configured_pack(root, settings, None, "enormous_accumulator", max_tokens=256)
     assert len(r["matches"]) >= 1 and r["matches"][0]["truncated"] is True
     assert any("over maxContextTokens" in w for w in r["warnings"])
     assert r["stats"]["tokens"] <= 256
@@ -527,13 +518,9 @@ def test_a_single_chunk_over_the_budget_is_cut_and_said(tmp_path, own_repo):
 
 def test_auto_merge_in_the_pipeline_reports_windows(own_repo):
     root, settings = own_repo()
-    with_profile(root, '[profiles.m.retrieval]\nmultiQuery = false\n\n[profiles.m.postprocess]\n'
-                       'neighborStrategy = "LINEAR"\nneighborHits = 2\nneighborLimit = 4\n')
-    index = _open(root, settings)
-    try:
-        r = build_for_repository(index, "sign_payload digest", profile="m", settings=settings)
-    finally:
-        index.close()
+    toml = ('[profiles.m.retrieval]\nmultiQuery = false\n\n[profiles.m.postprocess]\n'
+            'neighborStrategy = "LINEAR"\nneighborHits = 2\nneighborLimit = 4\n')
+    r = configured_pack(root, settings, toml, "sign_payload digest", profile="m")
     merged = [m for m in r["matches"] if m.get("auto_merged")]
     assert merged and r["stats"]["windowsAfter"] < r["stats"]["windowsBefore"]
     window = merged[0]
@@ -568,12 +555,8 @@ def test_context_missing_names_identifiers_nothing_contains(repo):
 def test_a_custom_template_fills_placeholders_and_removes_unknown_ones(own_repo):
     root, settings = own_repo()
     (root / "prompt.md").write_text("Repo {{repoName}} ({{locale}}): {{rawQuery}}\n{{augmentedPrompt}}\n{{mood}}!")
-    with_profile(root, '[profiles.balanced.generation]\ntemplate = "prompt.md"\n')
-    index = _open(root, settings)
-    try:
-        r = build_for_repository(index, "verify token", settings=settings, locale="de-DE")
-    finally:
-        index.close()
+    toml = '[profiles.balanced.generation]\ntemplate = "prompt.md"\n'
+    r = configured_pack(root, settings, toml, "verify token", locale="de-DE")
     assert r["instructions"].startswith("Repo own (de-DE): verify token\nQuestion: verify token")
     assert r["instructions"].endswith("\n!")
     assert "instructions template: unknown placeholder {{mood}} removed" in r["warnings"]
