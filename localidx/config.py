@@ -110,13 +110,9 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 
 
-def _settings_part(table: dict) -> dict:
-    """A config file's table without ``[profiles.*]``, which ``localidx.retrieve.profiles`` reads itself."""
-    return {key: value for key, value in table.items() if key != "profiles"}
-
-
-def file_values(root: Path | None) -> list[tuple[str, dict]]:
-    """The config files that apply under ``root``, lowest precedence first, as (source, flat values)."""
+def config_tables(root: Path | None) -> list[tuple[str, dict]]:
+    """The config files that apply under ``root``, lowest precedence first, as (source, their whole localidx
+    table): ``[tool.localidx]`` of ``pyproject.toml``, then ``.localidx.toml``."""
     if root is None:
         return []
     found = []
@@ -124,11 +120,17 @@ def file_values(root: Path | None) -> list[tuple[str, dict]]:
     if pyproject.is_file():
         tool = _read_toml(pyproject).get("tool", {}).get("localidx")
         if isinstance(tool, dict):
-            found.append((f"{pyproject} [tool.localidx]", _flatten(_settings_part(tool))))
+            found.append((f"{pyproject} [tool.localidx]", tool))
     own = root / ".localidx.toml"
     if own.is_file():
-        found.append((str(own), _flatten(_settings_part(_read_toml(own)))))
+        found.append((str(own), _read_toml(own)))
     return found
+
+
+def file_values(root: Path | None) -> list[tuple[str, dict]]:
+    """The settings of ``config_tables``, flattened; ``[profiles.*]`` is left to ``localidx.retrieve.profiles``."""
+    return [(source, _flatten({k: v for k, v in table.items() if k != "profiles"}))
+            for source, table in config_tables(root)]
 
 
 def load_settings(root: Path | None = None, overrides: dict | None = None, env: dict | None = None) -> Settings:

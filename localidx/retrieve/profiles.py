@@ -14,7 +14,7 @@ import copy
 from functools import lru_cache
 from pathlib import Path
 
-from localidx.config import _read_toml
+from localidx.config import _read_toml, config_tables
 from localidx.errors import UsageError
 
 DEFAULT_PROFILE = "balanced"
@@ -38,20 +38,9 @@ def _merge(base: dict, over: dict) -> dict:
 
 
 def _repository_profiles(root: Path | None) -> list[tuple[str, dict]]:
-    if root is None:
-        return []
-    found = []
-    pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
-        table = _read_toml(pyproject).get("tool", {}).get("localidx", {}).get("profiles")
-        if isinstance(table, dict):
-            found.append((f"{pyproject} [tool.localidx.profiles]", table))
-    own = root / ".localidx.toml"
-    if own.is_file():
-        table = _read_toml(own).get("profiles")
-        if isinstance(table, dict):
-            found.append((str(own), table))
-    return found
+    """(source, ``[profiles]`` table) of each config file under ``root``, lowest precedence first."""
+    return [(f"{source} [profiles]", table["profiles"]) for source, table in config_tables(root)
+            if isinstance(table.get("profiles"), dict)]
 
 
 def load_profiles(root: Path | None = None) -> dict[str, dict]:
