@@ -217,15 +217,20 @@ def open_index_at(paths, settings: Settings, read_only: bool = False, embedder=N
     ``store``: a ChunkStore to share (the daemon's readers share one LanceDB connection, and so its index caches)."""
     from localidx.embed import get_embedder
     from localidx.store.catalog import Catalog
+
+    embedder = embedder or get_embedder(settings.embed_model, threads=settings.embed_threads or None)
+    store = store or open_store(paths, settings, embedder, read_only=read_only)
+    catalog = Catalog(paths.catalog, create=not read_only)
+    return Index(paths=paths, settings=settings, catalog=catalog, store=store, embedder=embedder)
+
+
+def open_store(paths, settings: Settings, embedder, read_only: bool = False):
+    """The ChunkStore of the work tree at ``paths`` for this model and these settings."""
     from localidx.store.lance import ChunkStore
     from localidx.summarize import table_variant
 
-    embedder = embedder or get_embedder(settings.embed_model, threads=settings.embed_threads or None)
-    if store is None:
-        store = ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only,
-                           variant=table_variant(settings))
-    catalog = Catalog(paths.catalog, create=not read_only)
-    return Index(paths=paths, settings=settings, catalog=catalog, store=store, embedder=embedder)
+    return ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only,
+                      variant=table_variant(settings))
 
 
 def embed_key(model_id: str, search_text: str) -> str:

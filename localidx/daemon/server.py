@@ -96,12 +96,9 @@ class Daemon:
         """The readers' ChunkStore, made on first use (and again while the index directory does not exist yet)."""
         with self._lock:
             if self._store is None or self._store._db is None:
-                from localidx.store.lance import ChunkStore
-                from localidx.summarize import table_variant
+                from localidx.indexer import open_store
 
-                paths = self.index_paths
-                self._store = ChunkStore(paths.lancedb, paths.worktree_key, self.embedder.model_id, self.embedder.dim,
-                                         read_only=True, variant=table_variant(self.settings))
+                self._store = open_store(self.index_paths, self.settings, self.embedder, read_only=True)
             return self._store
 
     def describe(self) -> dict:

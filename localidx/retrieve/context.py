@@ -267,7 +267,8 @@ def _expand(sources: list[Source], matches: list[dict], values: dict, label: boo
 
     if len(sources) == 1:
         source = sources[0]
-        out, _added = expand(matches, values, source.table, _Staleness(source.index), _relations(source.index))
+        out, _added = expand(matches, values, source.index.store, source.table, _Staleness(source.index),
+                             _relations(source.index))
         return out
     # Several repositories: each hit is expanded within its own; the added chunks keep their hit's place.
     by_repo = {s.name: s for s in sources}
@@ -276,7 +277,8 @@ def _expand(sources: list[Source], matches: list[dict], values: dict, label: boo
         own = [m for m in out if m.get("repo") == name]
         if not own:
             continue
-        expanded, _added = expand(own, values, source.table, _Staleness(source.index), _relations(source.index))
+        expanded, _added = expand(own, values, source.index.store, source.table, _Staleness(source.index),
+                                  _relations(source.index))
         new = {m["id"]: m for m in expanded if m["id"] not in {o["id"] for o in own}}
         if not new:
             continue

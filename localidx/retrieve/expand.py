@@ -44,16 +44,6 @@ def _file_rows(table, paths: list[str]) -> dict[str, list[dict]]:
     return by_path
 
 
-def _rows_by_id(table, ids: list[str]) -> dict[str, dict]:
-    from localidx.retrieve.search import COLUMNS
-    from localidx.store.lance import sql_in
-
-    if not ids:
-        return {}
-    rows = table.search().where(sql_in("id", ids)).select(COLUMNS).limit(min(len(ids), EXPANSION_CAP)).to_list()
-    return {row["id"]: row for row in rows}
-
-
 def _disjoint(a: dict, b: dict) -> bool:
     return a["end_line"] < b["start_line"] or b["end_line"] < a["start_line"]
 
@@ -83,7 +73,7 @@ def _parent_symbol(hit: dict, rows: list[dict], radius: int) -> list[dict]:
     return out
 
 
-def _call_graph(hit: dict, relations, table, per_hit: int) -> list[dict]:
+def _call_graph(hit: dict, relations, store, table, per_hit: int) -> list[dict]:
     """Callees and callers of the hit, alternating (each list most confident first), at most ``per_hit``."""
     if relations is None:
         return []
@@ -94,12 +84,14 @@ def _call_graph(hit: dict, relations, table, per_hit: int) -> list[dict]:
         for other in pair:
             if other and other != hit["id"] and other not in ids:
                 ids.append(other)
-    ids = ids[:per_hit]
-    rows = _rows_by_id(table, ids)
+    from localidx.retrieve.search import COLUMNS
+
+    ids = ids[:per_hit]  # per_hit <= neighborLimit <= EXPANSION_CAP
+    rows = {row["id"]: row for row in store.rows_by_id(ids, COLUMNS, table=table)}
     return [rows[i] for i in ids if i in rows]
 
 
-def expand(matches: list[dict], values: dict, table, staleness, relations=None) -> tuple[list[dict], int]:
+def expand(matches: list[dict], values: dict, store, table, staleness, relations=None) -> tuple[list[dict], int]:
     """(the matches with neighbours inserted after their hits, how many were added)."""
     from localidx.retrieve.search import _match
 
@@ -122,7 +114,7 @@ def expand(matches: list[dict], values: dict, table, staleness, relations=None) 
         elif strategy == "PARENT_SYMBOL":
             found = _parent_symbol(hit, by_path.get(hit["path"], []), radius)
         else:
-            found = _call_graph(hit, relations, table, per_hit=limit - added)
+            found = _call_graph(hit, relations, store, table, per_hit=limit - added)
         for row in found:
             if added >= limit:
                 break

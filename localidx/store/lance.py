@@ -225,9 +225,10 @@ class ChunkStore:
         rows.sort(key=lambda r: (-r["priority"], r["id"]))
         return [(r["id"], r["priority"], r["embed_key"]) for r in rows]
 
-    def rows_by_id(self, ids: list[str], columns: list[str]) -> list[dict]:
+    def rows_by_id(self, ids: list[str], columns: list[str], table=None) -> list[dict]:
+        """The rows with these ids (any order), from ``table`` (a pinned snapshot) or the latest version."""
         out = []
-        table = self.table()
+        table = table if table is not None else self.table()
         for start in range(0, len(ids), 500):
             part = ids[start : start + 500]
             out.extend(table.search().where(sql_in("id", part)).select(columns).limit(len(part)).to_arrow().to_pylist())
