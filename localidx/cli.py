@@ -383,13 +383,8 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
     if all_repos:
         from localidx.retrieve.context import build_context_all_repos
 
-        root = None
-        try:
-            root, _in_git = find_root(Path.cwd())
-        except LocalidxError:
-            pass
-        return build_context_all_repos(question, settings=_settings(root), language=language, path_glob=path_glob,
-                                       kind=kind, **options)
+        return build_context_all_repos(question, settings=_settings(_root_or_none()), language=language,
+                                       path_glob=path_glob, kind=kind, **options)
     root, in_git = find_root(Path.cwd())
     settings = _settings(root)
     client = _running_daemon(root, in_git, settings)

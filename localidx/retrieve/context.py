@@ -43,9 +43,6 @@ INDEX_NOT_READY = "INDEX_NOT_READY"
 # may lift one above them. Without that floor the keyword sub-query's BM25-only scores outranked the fused ones and
 # cost 2 of 80 eval queries at Recall@1.
 SUB_QUERY_SCORE = 0.85
-# A match the question and a sub-query both found: recorded in its reasons. A bonus for it (+0.05 was tried) lifted
-# chunks that merely share the question's keywords and cost a query at Recall@1 in the eval, so it adds nothing.
-MULTI_HIT_BONUS = 0.0
 TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _INTERNAL = ("_tokens",)
@@ -104,8 +101,8 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
     if not ready:
         warnings.append("the index is empty: run `localidx index` first" if len(sources) <= 1
                         else "none of the registered repositories has an index")
-        return _response([], params, name, raw_query, question, [], applied, warnings, repo_name, False,
-                         INDEX_NOT_READY, {}, clock, settings, root)
+        return _response([], params, name, raw_query, question, analysis, [], applied, warnings, repo_name, False,
+                         INDEX_NOT_READY, {}, clock, root)
 
     queries = [question]
     if values["multiQuery"] and values["queries"] > 1:
@@ -164,8 +161,8 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
     _add_relations(ready, matches, label_repos)
     clock.lap("relations")
     reason = None if matches else CONTEXT_NOT_FOUND
-    return _response(matches, params, name, raw_query, question, queries[1:], applied, warnings, repo_name,
-                     rerank_applied, reason, stats, clock, settings, root)
+    return _response(matches, params, name, raw_query, question, analysis, queries[1:], applied, warnings,
+                     repo_name, rerank_applied, reason, stats, clock, root)
 
 
 # -- stages ---------------------------------------------------------------------------------------------------
@@ -244,8 +241,9 @@ def _search_all(sources: list[Source], queries: list[str], values: dict, params,
         for item in found:
             key = (item.get("repo"), item["content_hash"] or item["id"])
             if key in merged:
+                # Recorded, not scored: a +0.05 bonus for it lifted chunks that merely share the question's
+                # keywords and cost a query at Recall@1 in the eval.
                 if position > 0 and "also found by a sub-query" not in merged[key].setdefault("reasons", []):
-                    merged[key]["score"] += MULTI_HIT_BONUS
                     merged[key]["reasons"].append("also found by a sub-query")
                 continue
             if position > 0:
@@ -322,8 +320,8 @@ def _add_relations(sources: list[Source], matches: list[dict], label: bool) -> N
 # -- the response ---------------------------------------------------------------------------------------------
 
 
-def _response(matches, params, profile, raw_query, question, sub_queries, applied, warnings, repo_name,
-              rerank_applied, reason, stats, clock, settings, root) -> dict:
+def _response(matches, params, profile, raw_query, question, analysis, sub_queries, applied, warnings, repo_name,
+              rerank_applied, reason, stats, clock, root) -> dict:
     for match in matches:
         for key in _INTERNAL:
             match.pop(key, None)
@@ -331,7 +329,7 @@ def _response(matches, params, profile, raw_query, question, sub_queries, applie
     instructions = render_template(_template_text(params.values["template"], root, warnings),
                                    {"rawQuery": raw_query, "repoName": repo_name, "locale": params.locale,
                                     "augmentedPrompt": prompt}, warnings)
-    missing = missing_terms(question, matches)
+    missing = missing_terms(analysis, matches)
     stats = dict(stats, matches=len(matches), timingsMs=clock.laps, totalMs=clock.total())
     return {
         "matches": matches,
@@ -409,15 +407,14 @@ def render_template(text: str, values: dict, warnings: list[str]) -> str:
     return _PLACEHOLDER.sub(fill, text)
 
 
-def missing_terms(question: str, matches: list[dict]) -> list[str]:
+def missing_terms(analysis: transforms.Analysis, matches: list[dict]) -> list[str]:
     """Identifiers the question names that no match's text or symbol contains."""
-    analysis = transforms.analyze(question)
     if not analysis.identifiers:
         return []
     haystack = "\n".join((m.get("text") or "") + "\n" + (m.get("symbol") or "") for m in matches).lower()
     missing = []
     for ident in analysis.identifiers:
-        last = re.split(r"\.|::|->", ident)[-1].lower()
+        last = transforms.last_component(ident).lower()
         if last and last not in haystack:
             missing.append(ident)
     return missing
@@ -456,7 +453,7 @@ def build_context_all_repos(query, *, profile=None, conversation_context=None, s
     """``build_context`` over every repository in the per-user registry, each match labelled with its ``repo``."""
     from localidx.registry import open_all
 
-    opened, problems = _open_registered(open_all)
+    opened, problems = open_all()
     try:
         sources = [Source(name, index) for name, index in opened]
         response = build_context(sources, query, profile=profile, conversation_context=conversation_context,
@@ -467,12 +464,3 @@ def build_context_all_repos(query, *, profile=None, conversation_context=None, s
             index.close()
     response["warnings"][:0] = problems
     return response
-
-
-def _open_registered(open_all) -> tuple[list, list[str]]:
-    result = open_all()
-    if isinstance(result, tuple):
-        opened, problems = result
-    else:
-        opened, problems = result, []
-    return list(opened), [str(p) for p in problems]

@@ -19,6 +19,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from localidx.errors import UsageError
 
@@ -228,7 +229,10 @@ def check(profile_name: str, profile: dict, query, *, top_k=None, max_tokens=Non
                   kind=kind or None, warnings=warnings)
 
 
+@lru_cache(maxsize=1)
 def _balanced_defaults() -> dict:
+    """The package's ``balanced`` values by field, read once (package data). Shared: ``_clamp`` returns new lists and
+    dicts, so no run changes them."""
     from localidx.retrieve.profiles import DEFAULT_PROFILE, load_profiles
 
     base = load_profiles(None)[DEFAULT_PROFILE]

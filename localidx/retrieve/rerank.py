@@ -17,9 +17,8 @@ the rest move behind it, in their order. The tail keeps its order.
 from __future__ import annotations
 
 import math
-import re
 
-from localidx.retrieve.transforms import Analysis, is_test_path
+from localidx.retrieve.transforms import Analysis, is_test_path, last_component
 
 
 def head_size(values: dict) -> int:
@@ -32,7 +31,7 @@ def _names(match: dict) -> set[str]:
     for symbol in [match.get("symbol") or "", *(match.get("symbols") or [])]:
         if symbol:
             names.add(symbol)
-            names.add(re.split(r"\.|::|->", symbol)[-1])
+            names.add(last_component(symbol))
     return names
 
 
@@ -42,7 +41,7 @@ def wanted_names(analysis: Analysis) -> set[str]:
     names = set()
     for ident in analysis.identifiers:
         names.add(ident)
-        names.add(re.split(r"\.|::|->", ident)[-1])
+        names.add(last_component(ident))
     return {n for n in names if n}
 
 

@@ -63,16 +63,13 @@ class Analysis:
     english: bool = True
     foreign_language: str = ""
 
-    def identifier_keys(self) -> set[str]:
-        """Identifiers as joined lower-case words, so ``verify_token`` and ``verifyToken`` compare equal."""
-        keys = set()
-        for ident in self.identifiers:
-            last = re.split(r"\.|::|->", ident.rstrip("()"))[-1]
-            for name in (ident.rstrip("()"), last):
-                words = split_identifier(name)
-                if words:
-                    keys.add("".join(words))
-        return keys
+
+_MEMBER = re.compile(r"\.|::|->")
+
+
+def last_component(name: str) -> str:
+    """``Store.save`` -> ``save``; also ``a::b`` and ``a->b``."""
+    return _MEMBER.split(name)[-1]
 
 
 def looks_like_identifier(token: str) -> bool:
