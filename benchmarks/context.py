@@ -34,18 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _corpus import STDLIB, git, loadavg, percentile, stdlib_files  # noqa: E402
-from daemon import cli, vm, wait_idle  # noqa: E402
+from daemon import cli, ms, vm, wait_idle  # noqa: E402
 from query import QUERIES, WARMUP  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.pop("LOCALIDX_EMBED_MODEL", None)
 
 QUESTIONS = QUERIES[:30]  # the same questions as benchmarks/query.py
-
-
-def ms(values: list[float]) -> str:
-    return (f"p50 {percentile(values, 50) * 1e3:6.1f} ms  p95 {percentile(values, 95) * 1e3:6.1f} ms  "
-            f"max {max(values) * 1e3:6.1f} ms  (n={len(values)})")
 
 
 def build(repo: Path, want_chunks: int) -> int:

@@ -93,7 +93,7 @@ def auto_merge(matches: list[dict], budget: int) -> tuple[list[dict], dict]:
         members = [seed]
         window = (seed["start_line"], seed["end_line"])
         tokens = _tokens(seed)
-        pool = [m for m in matches[i + 1:] + matches[:i]
+        pool = [m for m in matches[i + 1:]  # every earlier match is used already: it seeded or joined a window
                 if m["id"] not in used and m["path"] == seed["path"] and m.get("repo") == seed.get("repo")
                 and _mergeable(m)]
         grown = True
