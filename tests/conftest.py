@@ -90,24 +90,36 @@ def git(cwd: Path, *args: str) -> str:
     ).stdout
 
 
+def write_files(root: Path, files: dict[str, str | bytes]) -> None:
+    """Write {relative path: text or bytes} under ``root``, making directories."""
+    for rel, content in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8")
+
+
+def init_repo(root: Path, tracked: dict[str, str | bytes], untracked: dict[str, str | bytes] | None = None,
+              commit: bool = True) -> Path:
+    """A git repository at ``root``: ``tracked`` written and committed (when ``commit`` and there are any), then
+    ``untracked`` written."""
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q")
+    write_files(root, tracked)
+    if commit and tracked:
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "initial")
+    write_files(root, untracked or {})
+    return root
+
+
 @pytest.fixture
 def make_repo(tmp_path):
     """Create a git repository from {relative path: text or bytes} and commit it."""
 
     def make(files: dict[str, str | bytes], name: str = "repo", commit: bool = True) -> Path:
-        root = tmp_path / name
-        root.mkdir()
-        git(root, "init", "-q")
-        for rel, content in files.items():
-            target = root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                target.write_bytes(content)
-            else:
-                target.write_text(content, encoding="utf-8")
-        if commit and files:
-            git(root, "add", "-A")
-            git(root, "commit", "-q", "-m", "initial")
-        return root
+        return init_repo(tmp_path / name, files, commit=commit)
 
     return make

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import git, init_repo
 from llm_stub import serve_llm, user_message
 from localidx.config import load_settings
 from localidx.errors import UsageError
@@ -130,20 +130,8 @@ FILES = {
 }
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        target = root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-
-
 def _make_indexed(base: Path, name: str, files: dict[str, str]) -> tuple[Path, object]:
-    root = base / name
-    root.mkdir()
-    git(root, "init", "-q")
-    _write(root, files)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "initial")
+    root = init_repo(base / name, files)
     settings = load_settings(root, {"embed_model": "fake", "home": str(base / f"{name}-home")})
     run_index(root, True, settings)
     return root, settings

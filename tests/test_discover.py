@@ -12,7 +12,7 @@ from localidx import gitrepo
 from localidx.config import Settings
 from localidx.discover import SKIP_REASONS, check_content, discover, find_root, read_source
 from localidx.errors import UsageError
-from conftest import git
+from conftest import git, init_repo as make_repo, write_files as write
 
 DEFAULT = Settings()
 
@@ -20,26 +20,6 @@ DEFAULT = Settings()
 @pytest.fixture(autouse=True)
 def no_user_git_config(isolated_git_config):
     return isolated_git_config
-
-
-def write(root: Path, files: dict[str, str | bytes]) -> None:
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-
-
-def make_repo(root: Path, tracked: dict[str, str | bytes], untracked: dict[str, str | bytes] | None = None) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    git(root, "init", "-q")
-    write(root, tracked)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "initial")
-    write(root, untracked or {})
-    return root
 
 
 def listed(d) -> list[str]:

@@ -15,7 +15,7 @@ import pytest
 from localidx.config import Settings
 from localidx.discover import watch
 from localidx.discover.watch import Watcher
-from conftest import git
+from conftest import git, init_repo as make_repo, write_files as write
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/sys/fs/inotify"), reason="needs Linux inotify")
 
@@ -26,23 +26,6 @@ QUIET = 1.2  # long enough for any batch a change would cause: debounce plus wat
 @pytest.fixture(autouse=True)
 def no_user_git_config(isolated_git_config):
     return isolated_git_config
-
-
-def write(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
-def make_repo(root: Path, tracked: dict[str, str], untracked: dict[str, str] | None = None) -> Path:
-    root.mkdir(parents=True)
-    git(root, "init", "-q")
-    write(root, tracked)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "initial")
-    write(root, untracked or {})
-    return root
 
 
 BASIC = {
