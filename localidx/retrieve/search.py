@@ -436,3 +436,24 @@ def _match(row: dict, score: float, vector_score: float | None, bm25_score: floa
         content_hash=row.get("content_hash") or "", parent_id=row.get("parent_id") or "",
         chunk_index=int(row.get("chunk_index") or 0), token_count=int(row.get("token_count") or 0),
     )
+
+
+# -- the files view -------------------------------------------------------------------------------------------------
+
+FILES_FROM = 100  # chunks a files view is ranked from
+
+
+def rank_files(matches, k: int = 10) -> list[dict]:
+    """"Which file do I open": files in the order of their best match (matches as dicts or ``Match``), each with
+    ``path``, ``score`` (its best match's), ``matches`` (how many of the matches are in it), and its best match's
+    ``start_line``, ``end_line`` and ``symbol``; the first ``k``."""
+    files: dict[str, dict] = {}
+    for match in matches:
+        m = match if isinstance(match, dict) else match.to_dict()
+        key = (m.get("repo"), m["path"])
+        if key not in files:
+            files[key] = {**({"repo": m["repo"]} if m.get("repo") else {}), "path": m["path"], "score": m["score"],
+                          "matches": 0, "start_line": m["start_line"], "end_line": m["end_line"],
+                          "symbol": m.get("symbol") or ""}
+        files[key]["matches"] += 1
+    return list(files.values())[:k]
