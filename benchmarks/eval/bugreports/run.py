@@ -8,7 +8,8 @@ in ``/work/.mirror/owner+name/repo``; ``--mirror`` names another place).
 
 How it is scored (the same for every setup):
 - a setup ranks files: the baselines directly; ``search`` by the first appearance of each file among its ``-k 50``
-  chunks (or its files view); ``context`` by the order of files in the pack;
+  chunks; ``context`` by the order of files in the pack, ``context-files`` by the pack's files view (its
+  ``files`` field, then the pack's own files);
 - the ranking is cut to source files (``gold.is_source``: code localidx parses, not tests, docs or examples), as a
   user looking for the code to fix reads it;
 - file R@k: a gold file is among the first k; MRR: 1 / rank of the first gold file (0 when none is ranked);
@@ -46,7 +47,7 @@ sys.path.insert(0, str(HERE))
 from gold import is_source  # noqa: E402
 
 SETUPS = ["baseline windows", "baseline files", "search bm25", "search vector", "search hybrid",
-          "context legacy", "context conservative", "context balanced", "context aggressive"]
+          "context legacy", "context conservative", "context balanced", "context aggressive", "context-files balanced"]
 BASELINE = "baseline windows"
 K_CHUNKS = 50
 WINDOW, STRIDE = 40, 20
@@ -157,8 +158,10 @@ def localidx_rankings(index, query: str, setups: list[str], settings) -> dict[st
         kind, name = label.split(" ", 1)
         if kind == "search":
             matches = [m.to_dict() for m in search(index, query, k=K_CHUNKS, mode=name)]
-        elif kind == "context":
-            matches = build_for_repository(index, query, profile=name, settings=settings)["matches"]
+        elif kind in ("context", "context-files"):
+            pack = build_for_repository(index, query, profile=name, settings=settings)
+            # "context": files in pack order; "context-files": the pack's files view (its "files" field)
+            matches = pack["matches"] if kind == "context" else pack["files"] + pack["matches"]
         else:
             continue
         files: list[str] = []
