@@ -44,11 +44,6 @@ def _line_offsets(data: bytes) -> list[int]:
     return offsets
 
 
-def _text_language(path: str) -> str:
-    suffix = PurePosixPath(path).suffix[1:].lower()
-    return suffix or "text"
-
-
 def _uncovered(chunks: list[Chunk], lines: list[str]) -> list[tuple[int, int]]:
     """Runs of non-blank lines in no chunk's range (blank lines inside a run do not end it)."""
     covered = bytearray(len(lines) + 2)
@@ -89,7 +84,7 @@ def chunk_file(path: str, data: bytes, settings) -> FileChunks:
     from localidx.chunk.finalize import finalize
     from localidx.chunk.windows import chunk_windows
     from localidx.discover import check_content
-    from localidx.languages import language_for_path
+    from localidx.languages import language_for_path, text_type
     from localidx.redact import redact, redact_env
 
     result = FileChunks(path=path, size=len(data))
@@ -127,7 +122,7 @@ def chunk_file(path: str, data: bytes, settings) -> FileChunks:
         ctx.language = result.language = config_lang
         chunks = chunk_config(path, red_text, config_lang, settings)
     else:
-        ctx.language = result.language = _text_language(path)
+        ctx.language = result.language = text_type(path)
         chunks = chunk_windows(path, ctx.language, lines, settings)
     for start, end in _uncovered(chunks, lines):
         reason = f"lines {start}-{end} were in no chunk"
