@@ -403,12 +403,16 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
 
 
 def _report_pack(pack: dict) -> None:
-    for warning in pack.get("warnings", []):
-        click.echo(f"localidx: warning: {warning}", err=True)
+    from localidx.retrieve.context import NOT_READY_ONE, NOT_READY_WARNINGS
+
+    warnings = pack.get("warnings", [])
     if pack.get("noResultsReason") == "INDEX_NOT_READY":
         from localidx.retrieve import IndexNotReady
 
-        raise IndexNotReady("nothing is indexed here yet: run `localidx index` first")
+        # The advice is the error line; it is said once, not also as a warning.
+        _echo_warnings([w for w in warnings if w not in NOT_READY_WARNINGS])
+        raise IndexNotReady(next((w for w in warnings if w in NOT_READY_WARNINGS), NOT_READY_ONE))
+    _echo_warnings(warnings)
     if pack.get("noResults"):
         click.echo("localidx: no matches for this question", err=True)
 
@@ -455,8 +459,8 @@ def ask(question: str, profile, max_tokens, top_k, turns, locale, language, path
             return
         _report_pack(pack)
         click.echo(pack["instructions"])
-        click.echo(f"localidx: no LLM is configured, so the pack above was printed instead. "
-                   f"{llm.not_configured_message()}", err=True)
+        click.echo(f"localidx: the pack above was printed instead of an answer: {llm.not_configured_message()}",
+                   err=True)
         return
     if pack.get("noResultsReason") == "INDEX_NOT_READY":
         _report_pack(pack)

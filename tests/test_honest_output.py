@@ -38,3 +38,21 @@ def test_files_no_grammar_reads_are_text_unless_their_type_has_a_name(make_repo,
     assert run(root, "index", "-q", env=env).returncode == 0
     status = json.loads(run(root, "status", "--json", env=env).stdout)
     assert status["chunks_by_language"] == {"text": 3, "python": 1, "sh": 1, "dockerfile": 1}
+
+
+# -- messages said once ---------------------------------------------------------------------------------------
+
+
+def test_advice_is_given_once(make_repo, tmp_path):
+    root = make_repo({"auth.py": "def verify_token(token):\n    return token.valid\n"})
+    env = {**fake_env(tmp_path), "LOCALIDX_LLM_BASE_URL": "", "LOCALIDX_LLM_MODEL": ""}
+    for command in ("context", "ask"):
+        proc = run(root, command, "where are tokens verified", env=env)
+        assert proc.returncode == 1, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "run `localidx index`" in lines[0], proc.stderr
+    assert run(root, "index", "-q", env=env).returncode == 0
+    proc = run(root, "ask", "where are tokens verified", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("no LLM is configured") == 1, proc.stderr
+    assert "auth.py:1-2" in proc.stdout

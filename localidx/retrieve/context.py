@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 
 CONTEXT_NOT_FOUND = "CONTEXT_NOT_FOUND"
 INDEX_NOT_READY = "INDEX_NOT_READY"
+# The warning an INDEX_NOT_READY response carries: what happened and what to do (the CLI prints it as its error).
+NOT_READY_ONE = "nothing is indexed here yet: run `localidx index` first"
+NOT_READY_ALL = "none of the registered repositories has an index: run `localidx index` in one"
+NOT_READY_WARNINGS = (NOT_READY_ONE, NOT_READY_ALL)
 # A match found only by a sub-query scores 0.85 of its score there, and never more than the question's own lowest
 # match: sub-queries add candidates behind the question's (merged in sub-query order), and only the rerank's rules
 # may lift one above them. Without that floor the keyword sub-query's BM25-only scores outranked the fused ones and
@@ -99,8 +103,7 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
         if source.table is not None:
             ready.append(source)
     if not ready:
-        warnings.append("the index is empty: run `localidx index` first" if len(sources) <= 1
-                        else "none of the registered repositories has an index")
+        warnings.append(NOT_READY_ONE if len(sources) <= 1 else NOT_READY_ALL)
         return _response([], params, name, raw_query, question, analysis, [], applied, warnings, repo_name, False,
                          INDEX_NOT_READY, {}, clock, root)
 
