@@ -18,6 +18,7 @@ import click
 
 from localidx import __version__
 from localidx.errors import INTERNAL_ERROR_EXIT, LocalidxError, UsageError
+from localidx.text import printable as _p  # every plain printer: file names and messages on one line each
 
 
 def _settings(root: Path | None, **overrides):
@@ -65,15 +66,15 @@ def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> No
         _text, data, _bad = read_source(path)
         result = chunk_file(rel, data, settings)
         if result.skipped:
-            click.echo(f"{rel}: skipped ({result.skipped})", err=True)
+            click.echo(f"{_p(rel)}: skipped ({result.skipped})", err=True)
             continue
         if as_json:
             records.extend(c.to_dict() for c in result.chunks)
             continue
-        click.echo(f"{rel}  ({result.language}, {len(result.chunks)} chunks)")
+        click.echo(f"{_p(rel)}  ({result.language}, {len(result.chunks)} chunks)")
         for c in result.chunks:
             label = c.symbol or c.title
-            click.echo(f"  {rel}:{c.start_line}-{c.end_line}  {c.kind:<9} {c.token_count:>5} tok  {label}")
+            click.echo(f"  {_p(rel)}:{c.start_line}-{c.end_line}  {c.kind:<9} {c.token_count:>5} tok  {_p(label)}")
     if as_json:
         _echo_json(records)
 
@@ -176,7 +177,7 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     rate = f", {stats['rate']} chunks/s" if stats["rate"] else ""
     click.echo(f"  {stats['duration_s']:.2f} s (write {stats['write_s']:.2f} s, embed {stats['embed_s']:.2f} s{rate})")
     for err in stats["errors"][:10]:
-        click.echo(f"  sentinel: {err['path']}: {err['reason']}")
+        click.echo(f"  sentinel: {_p(err['path'])}: {_p(err['reason'])}")
 
 
 @cli.command()
@@ -199,7 +200,7 @@ def status(as_json: bool) -> None:
     if as_json:
         _echo_json(report)
         return
-    click.echo(f"{report['state']}  {root}")
+    click.echo(f"{report['state']}  {_p(root)}")
     click.echo(f"  index   {report['index']}")
     click.echo(f"  model   {report['model']}")
     click.echo(f"  files   {report['files']}   chunks {report['chunks']}   "
@@ -215,7 +216,7 @@ def status(as_json: bool) -> None:
         click.echo(f"  last run: {run['files_processed']} files chunked, {run['chunks_embedded']} embedded, "
                    f"{run['duration_s']} s")
     for err in report["errors"][:20]:
-        click.echo(f"  error  {err['path']}:{err['lines'][0]}-{err['lines'][1]}  {err['reason']}")
+        click.echo(f"  error  {_p(err['path'])}:{err['lines'][0]}-{err['lines'][1]}  {_p(err['reason'])}")
     if report["state"] == "EMPTY":
         click.echo("  nothing indexed yet: run `localidx index`")
 
@@ -235,7 +236,7 @@ def _print_dry_run(report) -> None:
     if report.errors:
         click.echo(f"  sentinel errors  {len(report.errors)}")
         for err in report.errors[:20]:
-            click.echo(f"    {err['path']}: {err['reason']}")
+            click.echo(f"    {_p(err['path'])}: {_p(err['reason'])}")
     if report.invalid_utf8_files:
         click.echo(f"  invalid UTF-8 (bytes replaced): {len(report.invalid_utf8_files)} files")
     if report.redactions:
@@ -244,7 +245,7 @@ def _print_dry_run(report) -> None:
     if report.skipped_files:
         click.echo("  skipped files")
         for item in report.skipped_files[:50]:
-            click.echo(f"    {item['path']}  ({item['reason']})")
+            click.echo(f"    {_p(item['path'])}  ({item['reason']})")
         if len(report.skipped_files) > 50:
             click.echo(f"    ... and {len(report.skipped_files) - 50} more (--json lists all)")
 
@@ -287,8 +288,7 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
         _parse_kinds(kind)
     if all_repos:
         matches, problems = _search_all_repos(query, k, mode, language, path_glob, kind)
-        for problem in problems:
-            click.echo(f"localidx: warning: {problem}", err=True)
+        _echo_warnings(problems)
         _print_matches(matches, as_json)
         return
     root, in_git = find_root(Path.cwd())
@@ -344,11 +344,11 @@ def _print_matches(matches: list[dict], as_json: bool) -> None:
     for m in matches:
         label = m["symbol"] or m["title"]
         stale = "  [stale: file changed since indexed]" if m["stale"] else ""
-        repo = f"{m['repo']}: " if m.get("repo") else ""
-        click.echo(f"{repo}{m['path']}:{m['start_line']}-{m['end_line']}  {label}  {m['score']:.3f}{stale}")
+        repo = f"{_p(m['repo'])}: " if m.get("repo") else ""
+        click.echo(f"{repo}{_p(m['path'])}:{m['start_line']}-{m['end_line']}  {_p(label)}  {m['score']:.3f}{stale}")
         snippet = [line for line in m["text"].splitlines() if line.strip()][:3]
         for line in snippet:
-            click.echo(f"    {line.strip()[:110]}")
+            click.echo(f"    {_p(line.strip().replace(chr(9), ' '))[:110]}")
 
 
 _CONTEXT_OPTIONS = [
@@ -468,13 +468,12 @@ def ask(question: str, profile, max_tokens, top_k, turns, locale, language, path
     if as_json:
         _echo_json({"answer": reply, "configured": True, "model": llm.model_label(settings), "pack": pack})
         return
-    for warning in pack.get("warnings", []):
-        click.echo(f"localidx: warning: {warning}", err=True)
+    _echo_warnings(pack.get("warnings", []))
     click.echo(reply.rstrip())
     if pack["matches"]:
         click.echo("\nSources:")
         for n, match in enumerate(pack["matches"], 1):
-            click.echo(f"  [{n}] {citation(match)}  {match.get('symbol') or match.get('title') or ''}")
+            click.echo(f"  [{n}] {citation(match)}  {_p(match.get('symbol') or match.get('title') or '')}")
 
 
 def _root_or_none() -> Path | None:
@@ -729,7 +728,7 @@ def mcp_command(repo: Path | None) -> None:
 
 def _echo_warnings(warnings: list[str]) -> None:
     for warning in warnings:
-        click.echo(f"localidx: warning: {warning}", err=True)
+        click.echo(f"localidx: warning: {_p(warning)}", err=True)
 
 
 @cli.group(name="repos", invoke_without_command=True)
@@ -753,7 +752,7 @@ def repos_group(ctx: click.Context, as_json: bool) -> None:
     width = max(len(e.name) for e in found)
     for e in found:
         indexed = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_indexed_at))
-        click.echo(f"{e.name:<{width}}  {e.root}  ({e.model}, indexed {indexed})")
+        click.echo(f"{_p(e.name):<{width}}  {_p(e.root)}  ({e.model}, indexed {indexed})")
 
 
 @repos_group.command(name="remove")
@@ -777,14 +776,14 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except LocalidxError as exc:
-        click.echo(f"localidx: error: {exc}", err=True)
+        click.echo(f"localidx: error: {_p(exc)}", err=True)
         sys.exit(exc.exit_code)
     except (BrokenPipeError, KeyboardInterrupt):
         sys.exit(130)
     except Exception as exc:  # a bug: say so in one line, keep the traceback for LOCALIDX_DEBUG
         if os.environ.get("LOCALIDX_DEBUG") == "1":
             raise
-        click.echo(f"localidx: internal error: {type(exc).__name__}: {exc} (LOCALIDX_DEBUG=1 shows the traceback)",
+        click.echo(f"localidx: internal error: {type(exc).__name__}: {_p(exc)} (LOCALIDX_DEBUG=1 shows the traceback)",
                    err=True)
         sys.exit(INTERNAL_ERROR_EXIT)
     sys.exit(0)

@@ -354,12 +354,17 @@ def _response(matches, params, profile, raw_query, question, analysis, sub_queri
 
 
 def citation(match: dict) -> str:
-    where = f"{match['path']}:{match['start_line']}-{match['end_line']}"
-    return f"{match['repo']}:{where}" if match.get("repo") else where
+    """``[repo:]path:start-end``, on one line whatever the path holds (``localidx.text.printable``)."""
+    from localidx.text import printable
+
+    where = f"{printable(match['path'])}:{match['start_line']}-{match['end_line']}"
+    return f"{printable(match['repo'])}:{where}" if match.get("repo") else where
 
 
 def augmented_prompt(question: str, matches: list[dict], repo_name: str) -> str:
     """The question and the numbered context, each excerpt under its ``path:start-end`` citation."""
+    from localidx.text import printable
+
     if not matches:
         return f"Question: {question}\n\nContext: nothing in {repo_name} matched this question."
     parts = [f"Question: {question}", "", f"Context ({len(matches)} excerpts from {repo_name}):"]
@@ -371,7 +376,7 @@ def augmented_prompt(question: str, matches: list[dict], repo_name: str) -> str:
         if match.get("truncated"):
             notes.append("truncated")
         parts.append("")
-        parts.append(f"[{n}] {citation(match)} {label} ({', '.join(n for n in notes if n)})")
+        parts.append(f"[{n}] {citation(match)} {printable(label)} ({', '.join(n for n in notes if n)})")
         fence = "````" if "```" in (match.get("text") or "") else "```"
         parts.append(f"{fence}{match.get('language') or ''}")
         parts.append(match.get("text") or "")
