@@ -54,10 +54,7 @@ def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> No
     from localidx.discover import find_root, read_source
 
     for path in paths:
-        if not path.exists() and not path.is_symlink():
-            raise UsageError(f"{path}: no such file")
-        if path.is_dir():
-            raise UsageError(f"{path} is a directory; give files (or run `localidx index --dry-run {path}`)")
+        _check_file_argument(path)
     root, _in_git = find_root(Path.cwd())
     settings = _settings(root, max_tokens=max_tokens)
     records = []
@@ -77,6 +74,27 @@ def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> No
             click.echo(f"  {_p(rel)}:{c.start_line}-{c.end_line}  {c.kind:<9} {c.token_count:>5} tok  {_p(label)}")
     if as_json:
         _echo_json(records)
+
+
+def _check_file_argument(path: Path) -> None:
+    """UsageError unless ``path`` is a regular file (after symlinks): never open a FIFO, a device or a loop."""
+    import errno
+
+    from localidx.discover.files import file_kind
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UsageError(f"{path}: a symlink loop") from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise UsageError(f"{path}: no such file") from None
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    kind = file_kind(mode)
+    if kind == "a directory":
+        raise UsageError(f"{path} is a directory; give files (or run `localidx index --dry-run {path}`)")
+    if kind != "a file":
+        raise UsageError(f"{path} is {kind}, not a regular file")
 
 
 def _parse_kinds(value: str | None) -> set[str] | None:

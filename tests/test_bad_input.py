@@ -49,3 +49,32 @@ def test_plain_output_escapes_newlines_and_tabs_in_file_names(make_repo, tmp_pat
     # JSON keeps the name as it is.
     found = json.loads(run(root, "search", "odd helper", "--json", env=env).stdout)["matches"]
     assert found[0]["path"] == ODD_NAME
+
+
+# -- files that are not files ---------------------------------------------------------------------------------
+
+
+def test_chunks_refuses_fifos_devices_and_symlink_loops_in_one_line(make_repo):
+    root = make_repo({"ok.py": "def fine():\n    return 1\n"})
+    os.mkfifo(root / "pipe.py")
+    (root / "loop_a.py").symlink_to("loop_b.py")
+    (root / "loop_b.py").symlink_to("loop_a.py")
+    assert "is a FIFO, not a regular file" in one_line_error(run(root, "chunks", "pipe.py", timeout=30), 2)
+    assert "a symlink loop" in one_line_error(run(root, "chunks", "loop_a.py", timeout=30), 2)
+    assert "is a device, not a regular file" in one_line_error(run(root, "chunks", "/dev/null", timeout=30), 2)
+    ok = run(root, "chunks", "ok.py", timeout=30)
+    assert ok.returncode == 0 and "ok.py:1-2" in ok.stdout
+
+
+def test_reading_a_file_swapped_for_a_fifo_fails_at_once(tmp_path):
+    # The indexer reads what discovery listed; a file replaced by a FIFO in between must not block the run.
+    from localidx.discover import read_source
+    from localidx.errors import UsageError
+
+    os.mkfifo(tmp_path / "was_a_file.py")
+    try:
+        read_source(tmp_path / "was_a_file.py")
+    except UsageError as exc:
+        assert "a FIFO, not a regular file" in str(exc)
+    else:
+        raise AssertionError("read_source read a FIFO")

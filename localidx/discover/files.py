@@ -190,15 +190,45 @@ def check_content(path: str, data: bytes, settings: Settings) -> str | None:
     return None
 
 
+def file_kind(mode: int) -> str:
+    """What a ``stat`` mode names, in words: "a file", "a directory", "a FIFO", "a socket", "a device"."""
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a file"
+
+
 def read_source(abs_path: Path) -> tuple[str, bytes, bool]:
     """(text, raw bytes, invalid_utf8) for a file. Invalid UTF-8 is replaced with U+FFFD and flagged; a leading
-    byte-order mark is dropped from the text. Raises UsageError with a one-line message when the file cannot be read.
+    byte-order mark is dropped from the text. Raises UsageError with a one-line message when the file cannot be read,
+    and for anything that is not a regular file (a FIFO would block the read forever, a device never end it).
     """
     try:
-        with open(abs_path, "rb") as fh:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; what was opened is checked before anything is read,
+        # so a file swapped for a FIFO after discovery is refused too.
+        fd = os.open(abs_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise UsageError(f"cannot read {abs_path}: {_os_reason(exc)}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"cannot read {abs_path}: it is {file_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
             data = fh.read()
     except OSError as exc:
-        raise UsageError(f"cannot read {abs_path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {abs_path}: {_os_reason(exc)}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     try:
         text, invalid = data.decode("utf-8"), False
     except UnicodeDecodeError:
@@ -206,6 +236,14 @@ def read_source(abs_path: Path) -> tuple[str, bytes, bool]:
     if text.startswith("\ufeff"):
         text = text[1:]
     return text, data, invalid
+
+
+def _os_reason(exc: OSError) -> str:
+    import errno
+
+    if exc.errno == errno.ELOOP:
+        return "a symlink loop"
+    return exc.strerror or str(exc)
 
 
 def _looks_minified(data: bytes, max_line_chars: int) -> bool:
