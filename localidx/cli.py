@@ -19,6 +19,7 @@ import click
 from localidx import __version__
 from localidx.errors import INTERNAL_ERROR_EXIT, LocalidxError, UsageError
 from localidx.text import printable as _p  # every plain printer: file names and messages on one line each
+from localidx.text import valid_text
 
 
 def _settings(root: Path | None, **overrides):
@@ -74,6 +75,12 @@ def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> No
             click.echo(f"  {_p(rel)}:{c.start_line}-{c.end_line}  {c.kind:<9} {c.token_count:>5} tok  {_p(label)}")
     if as_json:
         _echo_json(records)
+
+
+def _text_args(*values):
+    """Text arguments as valid Unicode: argv carries bytes that were not UTF-8 as lone surrogates, which no
+    tokenizer or JSON writer takes (``localidx.text.valid_text``); None stays None."""
+    return tuple(valid_text(v) if isinstance(v, str) else v for v in values)
 
 
 def _check_file_argument(path: Path) -> None:
@@ -302,6 +309,7 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
     """Search the index: BM25 and vectors fused; prints path:start-end, symbol, score and a snippet."""
     from localidx.discover import find_root
 
+    query, language, path_glob, kind = _text_args(query, language, path_glob, kind)
     if kind:
         _parse_kinds(kind)
     if all_repos:
@@ -395,6 +403,9 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
     """The context pack: from every registered repository, from this work tree's daemon, or in-process."""
     from localidx.discover import find_root
 
+    question, language, path_glob, kind, profile, locale = _text_args(question, language, path_glob, kind, profile,
+                                                                      locale)
+    turns = _text_args(*turns)
     options = {"profile": profile, "max_tokens": max_tokens, "top_k": top_k,
                "conversation_context": list(turns) or None, "locale": locale}
     filters = {"lang": language, "path": path_glob, "kind": kind}

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from test_daemon import Daemons, run_dir  # noqa: F401 - run_dir is a fixture
+
 
 def run(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """The CLI in ``cwd``; ``env`` adds variables, and removes those it sets to None."""
@@ -130,3 +132,93 @@ def test_a_relative_home_in_the_config_file_is_under_the_root_from_any_directory
     assert (root / "idx" / "lancedb").is_dir() and not (root / "src" / "idx").exists()
     found = run(root / "src", "search", "verify token", env=env)
     assert found.returncode == 0 and "src/a.py:1-2" in found.stdout, found.stderr
+
+
+# -- query text that is not valid Unicode ---------------------------------------------------------------------
+
+# What a shell passes when a pasted name holds bytes that are not UTF-8 (argv carries them as lone surrogates), and
+# what a JSON client can send ("\ud800"). The real model's tokenizer refused both: exit 3, or -32603 on the socket.
+ARGV_BYTES = "verify tok\udcff\udcfeen"
+JSON_SURROGATE = '{"id": 7, "method": "%s", "params": {"query": "verify \\ud800token \\udcff"}}\n'
+
+
+@pytest.fixture
+def real_model_daemons(make_repo, tmp_path, monkeypatch, run_dir):
+    monkeypatch.delenv("LOCALIDX_EMBED_MODEL", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("LOCALIDX_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LOCALIDX_WATCH", "0")
+    monkeypatch.setenv("LOCALIDX_DAEMON_IDLE_S", "300")
+    for name in ("LOCALIDX_SOCK", "LOCALIDX_FAKE_VERSION", "LOCALIDX_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    root = make_repo({"auth.py": "def verify_token(token, secret):\n    return token.signature == secret\n",
+                      "mail.py": "def send_mail(to):\n    return to\n"})
+    helper = Daemons(root)
+    try:
+        yield helper
+    finally:
+        helper.teardown()
+
+
+@pytest.mark.real_model
+def test_queries_with_invalid_bytes_or_lone_surrogates_work_in_process_and_over_the_socket(real_model_daemons):
+    d = real_model_daemons
+    assert d.cli("index", "-q").returncode == 0
+
+    def answers(where: str) -> None:
+        search = d.cli("search", ARGV_BYTES, "--json")
+        assert search.returncode == 0, (where, search.stderr)
+        assert json.loads(search.stdout)["matches"][0]["path"] == "auth.py"
+        context = d.cli("context", ARGV_BYTES, "--json")
+        assert context.returncode == 0, (where, context.stderr)
+        pack = json.loads(context.stdout)
+        assert pack["matches"][0]["path"] == "auth.py" and pack["rawQuery"] == "verify tok\ufffd\ufffden"
+
+    answers("in process")
+    d.start()
+    answers("through the daemon")
+    with d.raw() as raw:
+        for method in ("search/query", "context/build"):
+            raw.send((JSON_SURROGATE % method).encode())
+            response = raw.recv()
+            assert "result" in response, response
+            assert response["result"]["matches"][0]["path"] == "auth.py"
+
+
+def test_an_mcp_call_with_a_lone_surrogate_is_answered(make_repo, tmp_path, run_dir):
+    # A JavaScript client that cuts a string inside an emoji sends "\ud83d" alone: valid JSON, which the MCP SDK's
+    # parser refuses without answering, so the client waited forever.
+    import selectors
+
+    root = make_repo({"auth.py": "def verify_token(token, secret):\n    return token.signature == secret\n"})
+    env = {**fake_env(tmp_path), "LOCALIDX_WATCH": "0", "LOCALIDX_DAEMON_IDLE_S": "120", "LOCALIDX_SOCK": None}
+    assert run(root, "index", "-q", env=env).returncode == 0
+    full = {k: v for k, v in {**os.environ, **env, "XDG_RUNTIME_DIR": str(run_dir)}.items() if v is not None}
+    server = subprocess.Popen([sys.executable, "-m", "localidx", "mcp"], cwd=root, env=full, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    selector = selectors.DefaultSelector()
+    selector.register(server.stdout, selectors.EVENT_READ)
+
+    def ask(frame: str) -> dict:
+        server.stdin.write(frame.encode() + b"\n")
+        server.stdin.flush()
+        assert selector.select(timeout=120), f"no answer to {frame}"
+        return json.loads(server.stdout.readline())
+
+    try:
+        ask('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+            '"capabilities":{},"clientInfo":{"name":"test","version":"1"}}}')
+        server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        for tool in ("rag_search_simple", "rag_search_global"):
+            reply = ask('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"%s",'
+                        '"arguments":{"rawQuery":"verify token \\ud83d"}}}' % tool)
+            assert not reply["result"].get("isError"), reply
+            found = reply["result"]["structuredContent"]
+            assert found["matches"][0]["path"] == "auth.py" and found["rawQuery"] == "verify token \ufffd"
+    finally:
+        server.stdin.close()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        run(root, "daemon", "stop", env={**env, "XDG_RUNTIME_DIR": str(run_dir)}, timeout=60)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from localidx.errors import UsageError
+from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,10 @@ _LOCALE = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")
 
 
 def _clean_text(text: str, what: str, warnings: list[str]) -> str:
-    cleaned = _CONTROL.sub(" ", text)
+    valid = valid_text(text)
+    if valid is not text:
+        warnings.append(f"sanitize: bytes that were not valid text replaced in {what}")
+    cleaned = _CONTROL.sub(" ", valid)
     if cleaned != text:
         warnings.append(f"sanitize: control characters removed from {what}")
     stripped = cleaned.strip()
@@ -207,7 +211,7 @@ def check(profile_name: str, profile: dict, query, *, top_k=None, max_tokens=Non
         if not isinstance(turn, str):
             warnings.append(f"sanitize: conversation turn {i + 1} is not text; dropped")
             continue
-        text = re.sub(r"\s+", " ", _CONTROL.sub(" ", turn)).strip()
+        text = re.sub(r"\s+", " ", _CONTROL.sub(" ", valid_text(turn))).strip()
         if text:
             turns.append(text)
         else:
@@ -225,8 +229,8 @@ def check(profile_name: str, profile: dict, query, *, top_k=None, max_tokens=Non
         if kind not in KINDS:
             raise UsageError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
     return Params(profile=profile_name, query=query, values=values, conversation=turns, locale=locale,
-                  language=(language or None) and language.strip(), path_glob=(path_glob or None) and path_glob.strip(),
-                  kind=kind or None, warnings=warnings)
+                  language=(language or None) and valid_text(language).strip(),
+                  path_glob=(path_glob or None) and valid_text(path_glob).strip(), kind=kind or None, warnings=warnings)
 
 
 @lru_cache(maxsize=1)

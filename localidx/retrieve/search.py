@@ -25,6 +25,7 @@ from pathlib import Path
 
 from localidx.errors import UsageError
 from localidx.retrieve import IndexNotReady, fusion as _fusion
+from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,11 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     pipeline reads one version for all its queries); None pins one here. ``fetch``: candidates per arm (default
     ``max(MIN_FETCH, 5 * k)``); fusion normalises each arm over what it fetched, so this changes scores too.
     """
-    if not query or not query.strip():
+    if not isinstance(query, str) or not query.strip():
         raise UsageError("empty query")
+    # Text that is not valid Unicode (bytes of a pasted name, a lone surrogate from JSON) would stop the tokenizer.
+    query = valid_text(query)
+    language, path_glob = (valid_text(v) if v else v for v in (language, path_glob))
     if mode not in MODES:
         raise UsageError(f"unknown search mode {mode!r} (choose from {', '.join(MODES)})")
     fusion = fusion or DEFAULT_FUSION
