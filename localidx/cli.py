@@ -313,9 +313,8 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
     if kind:
         _parse_kinds(kind)
     if all_repos:
-        matches, problems = _search_all_repos(query, k, mode, language, path_glob, kind)
-        _echo_warnings(problems)
-        _print_matches(matches, as_json)
+        response = _search_all_repos(query, k, mode, language, path_glob, kind)
+        _print_matches(response, as_json)
         return
     root, in_git = find_root(Path.cwd())
     settings = _settings(root)
@@ -324,25 +323,29 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
         params = {"query": query, "k": k, "mode": mode,
                   **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind)) if value}}
         with client:
-            matches = client.request("search/query", params, timeout=REQUEST_TIMEOUT_S)["matches"]
+            response = client.request("search/query", params, timeout=REQUEST_TIMEOUT_S)
     else:
-        from localidx.retrieve import search as run_search
+        from localidx.retrieve.search import search_response
 
         index = _open_for_reading(root, in_git, settings)
         try:
-            found = run_search(index, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind)
-            matches = [m.to_dict() for m in found]
+            response = search_response(index, query, k=k, mode=mode, language=language, path_glob=path_glob,
+                                       kind=kind)
         finally:
             index.close()
-    _print_matches(matches, as_json)
+    _print_matches(response, as_json)
 
 
-def _search_all_repos(query: str, k: int, mode: str, language, path_glob, kind) -> tuple[list[dict], list[str]]:
-    """Search every registered repository; the best ``k`` over all, each labelled with its ``repo``."""
+def _search_all_repos(query: str, k: int, mode: str, language, path_glob, kind) -> dict:
+    """Search every registered repository: the best ``k`` over all, each labelled with its ``repo``, and warnings
+    (repositories that could not be searched, a query cut to length)."""
     from localidx.registry import open_all
     from localidx.retrieve import search as run_search
+    from localidx.retrieve.guard import limit_query
 
+    query, cut = limit_query(query)
     opened, problems = open_all()
+    problems.extend(cut)
     if not opened:
         problems.append("no indexed repositories are registered: run `localidx index` in one")
     matches: list[dict] = []
@@ -357,13 +360,15 @@ def _search_all_repos(query: str, k: int, mode: str, language, path_glob, kind) 
         for _name, index in opened:
             index.close()
     matches.sort(key=lambda m: (-m["score"], m["repo"], m["path"], m["start_line"]))
-    return matches[:k], problems
+    return {"matches": matches[:k], "warnings": problems}
 
 
-def _print_matches(matches: list[dict], as_json: bool) -> None:
+def _print_matches(response: dict, as_json: bool) -> None:
     if as_json:
-        _echo_json({"matches": matches})
+        _echo_json(response)
         return
+    _echo_warnings(response.get("warnings", []))
+    matches = response["matches"]
     if not matches:
         click.echo("no matches", err=True)
         return

@@ -38,6 +38,7 @@ from pydantic import ConfigDict, Field
 
 from localidx.chunk.model import KINDS
 from localidx.errors import LocalidxError
+from localidx.protocol import MAX_QUERY_CHARS
 from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
@@ -45,13 +46,14 @@ log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 300.0  # a context/build on a cold daemon loads the model and may wait for the first run
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
-RawQuery = Annotated[str, Field(min_length=1, max_length=8192,
-                                description="The question or search text: natural language, identifiers or both.")]
+RawQuery = Annotated[str, Field(min_length=1, description=(
+    "The question or search text: natural language, identifiers or both; a whole bug report or log is fine "
+    f"(text over {MAX_QUERY_CHARS} characters is cut, with a warning)."))]
 Profile = Annotated[str | None, Field(min_length=1, max_length=64,
                                       description="A retrieval profile by name (e.g. balanced); left out: the "
                                                   "repository's default. Profiles, not raw numbers, tune retrieval.")]
 ConversationContext = Annotated[
-    list[Annotated[str, Field(max_length=8192)]] | None,
+    list[str] | None,
     Field(max_length=50, description="Recent conversation turns, oldest first, to resolve references like 'it'."),
 ]
 Language = Annotated[str | None, Field(min_length=1, max_length=64,

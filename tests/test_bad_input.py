@@ -222,3 +222,60 @@ def test_an_mcp_call_with_a_lone_surrogate_is_answered(make_repo, tmp_path, run_
         except subprocess.TimeoutExpired:
             server.kill()
         run(root, "daemon", "stop", env={**env, "XDG_RUNTIME_DIR": str(run_dir)}, timeout=60)
+
+
+# -- long queries: one limit, the same answer with or without the daemon ----------------------------------------
+
+REPORT = (
+    "Bug: logging in with an expired session token crashes instead of asking to log in again.\n"
+    "Steps: log in, wait an hour, reload. Expected: the login page. Actual: a 500 and this traceback:\n"
+    "Traceback (most recent call last):\n"
+    '  File "app/auth.py", line 2, in verify_token\n'
+    "    return token.signature == secret\n"
+    "AttributeError: 'NoneType' object has no attribute 'signature'\n"
+)
+
+
+def _same_answer(a: dict, b: dict) -> None:
+    assert [(m["id"], round(m["score"], 6)) for m in a["matches"]] == \
+        [(m["id"], round(m["score"], 6)) for m in b["matches"]]
+    assert a["warnings"] == b["warnings"]
+
+
+def test_a_long_query_gets_the_same_answer_in_process_and_through_the_daemon(make_repo, tmp_path, monkeypatch,
+                                                                               run_dir):
+    monkeypatch.setenv("LOCALIDX_EMBED_MODEL", "fake")
+    monkeypatch.setenv("LOCALIDX_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LOCALIDX_WATCH", "0")
+    monkeypatch.setenv("LOCALIDX_DAEMON_IDLE_S", "300")
+    for name in ("LOCALIDX_SOCK", "LOCALIDX_FAKE_VERSION", "LOCALIDX_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    root = make_repo({"app/auth.py": "def verify_token(token, secret):\n    return token.signature == secret\n",
+                      "app/mail.py": "def send_mail(to, body):\n    return to, body\n"})
+    d = Daemons(root)
+    report = (REPORT + "log line: session refresh failed, retrying\n" * 60)[:4500]  # a bug report with its log
+    log_dump = (REPORT * 400)[:40_000]  # over the limit: cut, with a warning
+    queries = {"report": report, "log": log_dump}
+    try:
+        assert d.cli("index", "-q").returncode == 0
+        answers = {}
+        for where in ("in process", "daemon"):
+            if where == "daemon":
+                d.start()
+            for name, text in queries.items():
+                for command in ("search", "context"):
+                    proc = d.cli(command, text, "--json")
+                    assert proc.returncode == 0, (where, name, command, proc.stderr)
+                    answers[where, name, command] = json.loads(proc.stdout)
+        for name in queries:
+            for command in ("search", "context"):
+                _same_answer(answers["in process", name, command], answers["daemon", name, command])
+            assert answers["in process", name, "search"]["matches"][0]["path"] == "app/auth.py"
+        assert answers["daemon", "report", "search"]["warnings"] == []
+        cut = "cut to 32768 characters (it had 40000)"
+        assert any(cut in w for w in answers["daemon", "log", "search"]["warnings"])
+        assert any(cut in w for w in answers["daemon", "log", "context"]["warnings"])
+        plain = d.cli("search", log_dump)
+        assert plain.returncode == 0 and cut in plain.stderr and plain.stdout.startswith("app/auth.py:1-2")
+    finally:
+        d.teardown()

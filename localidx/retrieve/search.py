@@ -25,6 +25,7 @@ from pathlib import Path
 
 from localidx.errors import UsageError
 from localidx.retrieve import IndexNotReady, fusion as _fusion
+from localidx.retrieve.guard import limit_query
 from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
@@ -101,8 +102,9 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     """
     if not isinstance(query, str) or not query.strip():
         raise UsageError("empty query")
-    # Text that is not valid Unicode (bytes of a pasted name, a lone surrogate from JSON) would stop the tokenizer.
-    query = valid_text(query)
+    # Text that is not valid Unicode (bytes of a pasted name, a lone surrogate from JSON) would stop the tokenizer;
+    # the length limit is every path's (search_response reports the cut, a direct call applies it silently).
+    query = limit_query(query)[0]
     language, path_glob = (valid_text(v) if v else v for v in (language, path_glob))
     if mode not in MODES:
         raise UsageError(f"unknown search mode {mode!r} (choose from {', '.join(MODES)})")
@@ -153,6 +155,16 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     best = sorted(scores, key=lambda key: (-scores[key], rows[key]["path"], rows[key]["start_line"], key))[:k]
     staleness = _Staleness(index)
     return [_match(rows[key], scores[key], vector.get(key), bm25.get(key), staleness) for key in best]
+
+
+def search_response(index, query, **options) -> dict:
+    """What ``search/query`` answers and ``localidx search --json`` prints, in-process or through the daemon alike:
+    ``{"matches": [Match.to_dict(), ...], "warnings": [...]}``; a query over ``MAX_QUERY_CHARS`` is cut, and said so
+    in ``warnings``. ``options`` are ``search``'s."""
+    if not isinstance(query, str):
+        raise UsageError("the query must be text")
+    query, warnings = limit_query(query)
+    return {"matches": [m.to_dict() for m in search(index, query, **options)], "warnings": warnings}
 
 
 # -- the arms -------------------------------------------------------------------------------------------------
