@@ -313,8 +313,10 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
     if kind:
         _parse_kinds(kind)
     if all_repos:
-        response = _search_all_repos(query, k, mode, language, path_glob, kind)
-        _print_matches(response, as_json)
+        from localidx.retrieve.search import search_all_repos
+
+        _print_matches(search_all_repos(query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind),
+                       as_json)
         return
     root, in_git = find_root(Path.cwd())
     settings = _settings(root)
@@ -334,33 +336,6 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
         finally:
             index.close()
     _print_matches(response, as_json)
-
-
-def _search_all_repos(query: str, k: int, mode: str, language, path_glob, kind) -> dict:
-    """Search every registered repository: the best ``k`` over all, each labelled with its ``repo``, and warnings
-    (repositories that could not be searched, a query cut to length)."""
-    from localidx.registry import open_all
-    from localidx.retrieve import search as run_search
-    from localidx.retrieve.guard import limit_query
-
-    query, cut = limit_query(query)
-    opened, problems = open_all()
-    problems.extend(cut)
-    if not opened:
-        problems.append("no indexed repositories are registered: run `localidx index` in one")
-    matches: list[dict] = []
-    try:
-        for name, index in opened:
-            if index.store.snapshot() is None:
-                problems.append(f"{name}: not indexed yet")
-                continue
-            for match in run_search(index, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind):
-                matches.append({"repo": name, **match.to_dict()})
-    finally:
-        for _name, index in opened:
-            index.close()
-    matches.sort(key=lambda m: (-m["score"], m["repo"], m["path"], m["start_line"]))
-    return {"matches": matches[:k], "warnings": problems}
 
 
 def _print_matches(response: dict, as_json: bool) -> None:

@@ -56,3 +56,51 @@ def test_advice_is_given_once(make_repo, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("no LLM is configured") == 1, proc.stderr
     assert "auth.py:1-2" in proc.stdout
+
+
+# -- scores ---------------------------------------------------------------------------------------------------
+
+SERVICE_AUTH = (
+    "def verify_token(token, secret):\n"
+    '    """Check a signed session token against the server secret."""\n'
+    "    return sign(token.payload, secret) == token.signature\n"
+)
+SERVICE_BILLING = (
+    "def invoice_total(lines):\n"
+    '    """Sum the lines of an invoice."""\n'
+    "    return sum(line.amount for line in lines)\n"
+)
+TINY = 'def refresh():\n    """Refresh the token cache."""\n    return None\n'
+
+
+def test_all_repos_scores_are_comparable_so_a_tiny_repository_cannot_outrank_the_answer(make_repo, tmp_path):
+    # "aaa-tiny" sorts first: with scores normalised per repository its only function scored 1.000, tied with the
+    # real answer, and won the tie.
+    tiny = make_repo({"cache.py": TINY}, name="aaa-tiny")
+    service = make_repo({"auth.py": SERVICE_AUTH, "billing.py": SERVICE_BILLING}, name="zz-service")
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": None}
+    env = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
+    for root in (tiny, service):
+        assert subprocess.run([sys.executable, "-m", "localidx", "index", "-q"], cwd=root, env=env,
+                              capture_output=True, timeout=300).returncode == 0
+    question = "verify the session token signature"
+    for command in ("search", "context"):
+        proc = subprocess.run([sys.executable, "-m", "localidx", command, "--all-repos", question, "--json"],
+                              cwd=tiny, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        matches = json.loads(proc.stdout)["matches"]
+        assert (matches[0]["repo"], matches[0]["path"]) == ("zz-service", "auth.py"), matches
+        tiny_hit = next(m for m in matches if m["repo"] == "aaa-tiny")
+        assert tiny_hit["score"] < 0.5 * matches[0]["score"], (command, matches)
+
+
+def test_a_query_with_no_words_says_so_instead_of_a_perfect_score(make_repo, tmp_path):
+    root = make_repo({"auth.py": SERVICE_AUTH})
+    env = fake_env(tmp_path)
+    assert run(root, "index", "-q", env=env).returncode == 0
+    for command in (("search", '"'), ("search", "--mode", "vector", '"'), ("search", "--all-repos", "?!"),
+                    ("context", "''"), ("ask", "--"), ):
+        proc = run(root, *command[:-1], "--", command[-1], env=env)
+        assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "nothing to search for" in lines[0] and "no letters or digits" in lines[0], lines

@@ -223,24 +223,26 @@ def _llm_rewrites(question: str, count: int, settings, applied: list[str], warni
 
 
 def _search_all(sources: list[Source], queries: list[str], values: dict, params, label: bool) -> list[dict]:
-    from localidx.retrieve.search import search
+    from localidx.retrieve.search import search_sources
 
     merged: dict[tuple, dict] = {}
     order: list[tuple] = []
     floor = None  # the question's lowest score: a sub-query's match never starts above it
+    # One search over every source, so scores are comparable across repositories (search_sources); as many
+    # candidates per source as one repository gets.
+    k = values["topK"] * len(sources)
     for position, text in enumerate(queries):
+        if position > 0 and not _guard.has_words(text):
+            continue
         found: list[dict] = []
         mode = "hybrid" if position == 0 else values["subQueryMode"]
-        for source in sources:
-            for match in search(source.index, text, k=values["topK"], mode=mode, language=params.language,
-                                path_glob=params.path_glob, kind=params.kind, table=source.table,
-                                fetch=values["candidates"] if position == 0 else None):
-                item = match.to_dict()
-                if label:
-                    item["repo"] = source.name
-                found.append(item)
-        if len(sources) > 1:
-            found.sort(key=lambda m: -m["score"])
+        for name, match in search_sources([(s.name, s.index, s.table) for s in sources], text, k=k, mode=mode,
+                                          language=params.language, path_glob=params.path_glob, kind=params.kind,
+                                          fetch=values["candidates"] if position == 0 else None):
+            item = match.to_dict()
+            if label:
+                item["repo"] = name
+            found.append(item)
         for item in found:
             key = (item.get("repo"), item["content_hash"] or item["id"])
             if key in merged:

@@ -105,6 +105,22 @@ def limit_query(text: str, what: str = "the query") -> tuple[str, list[str]]:
     return valid, warnings
 
 
+_WORD = re.compile(r"\w")
+
+
+def has_words(text: str) -> bool:
+    """Whether ``text`` holds a letter or digit: something to search for."""
+    return bool(_WORD.search(text))
+
+
+def require_words(text: str, what: str = "the query") -> None:
+    """UsageError when ``text`` has no letter or digit: nothing BM25 can match and nothing the model can read, so
+    any answer would be noise, ranked first with a perfect score."""
+    if not has_words(text):
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise UsageError(f"nothing to search for: {what} {shown!r} has no letters or digits")
+
+
 def _clean_text(text: str, what: str, warnings: list[str]) -> str:
     valid, fixes = limit_query(text, what)
     warnings.extend(fixes)
@@ -199,6 +215,7 @@ def check(profile_name: str, profile: dict, query, *, top_k=None, max_tokens=Non
     query = re.sub(r"\s+", " ", query)
     if not query:
         raise UsageError("empty question")
+    require_words(query, "the question")
 
     defaults = _balanced_defaults()
     values: dict = {}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from localidx.errors import UsageError
 from localidx.retrieve import IndexNotReady, fusion as _fusion
-from localidx.retrieve.guard import limit_query
+from localidx.retrieve.guard import limit_query, require_words
 from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
@@ -95,16 +95,37 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     ``mode``: ``hybrid`` (both arms fused), ``vector`` or ``bm25``. ``fusion``: ``linear`` (``vector_weight`` *
     vector + (1 - weight) * BM25) or ``rrf``; None picks ``DEFAULT_FUSION`` / ``DEFAULT_VECTOR_WEIGHT``.
     ``language`` and ``kind`` match exactly; ``path_glob`` is a glob over the repository-relative path (without a
-    ``/`` it matches a file or directory name anywhere). Raises ``UsageError`` for bad arguments and
-    ``IndexNotReady`` when nothing is indexed. ``table``: a snapshot already pinned by the caller (the context
-    pipeline reads one version for all its queries); None pins one here. ``fetch``: candidates per arm (default
-    ``max(MIN_FETCH, 5 * k)``); fusion normalises each arm over what it fetched, so this changes scores too.
+    ``/`` it matches a file or directory name anywhere). Raises ``UsageError`` for bad arguments (an empty query, or
+    one with no letters or digits to search for) and ``IndexNotReady`` when nothing is indexed. ``table``: a
+    snapshot already pinned by the caller (the context pipeline reads one version for all its queries); None pins
+    one here. ``fetch``: candidates per arm (default ``max(MIN_FETCH, 5 * k)``); fusion normalises each arm over
+    what it fetched, so this changes scores too.
+    """
+    table = table if table is not None else index.store.snapshot()
+    if table is None:
+        raise IndexNotReady("this work tree is not indexed yet: run `localidx index` first")
+    found = search_sources([("", index, table)], query, k=k, mode=mode, language=language, path_glob=path_glob,
+                           kind=kind, fusion=fusion, vector_weight=vector_weight, fetch=fetch)
+    return [match for _label, match in found]
+
+
+def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", language: str | None = None,
+                   path_glob: str | None = None, kind: str | None = None, fusion: str | None = None,
+                   vector_weight: float | None = None, fetch: int | None = None) -> list[tuple[str, Match]]:
+    """``search`` over several indexes at once (``--all-repos``): ``sources`` are ``(label, index, pinned table)``;
+    the answer is the ``k`` best ``(label, Match)`` over all of them.
+
+    Scores are comparable across the sources because each arm is normalised once, over the union of every
+    source's candidates (each fetched ``fetch`` per arm per source), before the arms are fused: a repository's best
+    hit is not 1.0 merely for being its repository's best, so a one-function repository cannot outrank the right
+    answer elsewhere. With one source this is exactly ``search``.
     """
     if not isinstance(query, str) or not query.strip():
         raise UsageError("empty query")
     # Text that is not valid Unicode (bytes of a pasted name, a lone surrogate from JSON) would stop the tokenizer;
     # the length limit is every path's (search_response reports the cut, a direct call applies it silently).
     query = limit_query(query)[0]
+    require_words(query)
     language, path_glob = (valid_text(v) if v else v for v in (language, path_glob))
     if mode not in MODES:
         raise UsageError(f"unknown search mode {mode!r} (choose from {', '.join(MODES)})")
@@ -115,31 +136,33 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     if not 0.0 <= weight <= 1.0:
         raise UsageError(f"vector weight must be between 0 and 1, got {weight}")
     k = max(1, min(MAX_K, int(k)))
-
-    table = table if table is not None else index.store.snapshot()
-    if table is None:
-        raise IndexNotReady("this work tree is not indexed yet: run `localidx index` first")
     fetch = max(k, int(fetch)) if fetch else max(MIN_FETCH, 5 * k)
     where = filter_clause(language=language, kind=kind, path_glob=path_glob)
 
-    rows: dict[str, dict] = {}
-    bm25_raw: dict[str, float] = {}
-    vector_raw: dict[str, float] = {}
-    bm25_order: list[str] = []
-    vector_order: list[str] = []
-    if mode in ("hybrid", "bm25"):
-        for row in _bm25_arm(table, query, where, fetch, required=mode == "bm25"):
-            if row["id"] not in bm25_raw:
-                bm25_raw[row["id"]] = float(row["_score"])
-                bm25_order.append(row["id"])
-                rows.setdefault(row["id"], row)
-    if mode in ("hybrid", "vector"):
-        for row in _vector_arm(table, index.embedder.embed_query(query), where, fetch):
-            if row["id"] not in vector_raw:
-                # Cosine distance is in [0, 2]; similarity keeps "higher is better" like the BM25 score.
-                vector_raw[row["id"]] = 1.0 - float(row["_distance"])
-                vector_order.append(row["id"])
-                rows.setdefault(row["id"], row)
+    # Keys are (label, chunk id): the same chunk id in two repositories is two results.
+    rows: dict[tuple, dict] = {}
+    indexes: dict[str, object] = {}
+    bm25_raw: dict[tuple, float] = {}
+    vector_raw: dict[tuple, float] = {}
+    query_vectors: dict[int, object] = {}  # one embedding of the query per embedder the sources share
+    for label, index, table in sources:
+        indexes[label] = index
+        if mode in ("hybrid", "bm25"):
+            for row in _bm25_arm(table, query, where, fetch, required=mode == "bm25"):
+                key = (label, row["id"])
+                if key not in bm25_raw:
+                    bm25_raw[key] = float(row["_score"])
+                    rows.setdefault(key, row)
+        if mode in ("hybrid", "vector"):
+            embedder = index.embedder
+            if id(embedder) not in query_vectors:
+                query_vectors[id(embedder)] = embedder.embed_query(query)
+            for row in _vector_arm(table, query_vectors[id(embedder)], where, fetch):
+                key = (label, row["id"])
+                if key not in vector_raw:
+                    # Cosine distance is in [0, 2]; similarity keeps "higher is better" like the BM25 score.
+                    vector_raw[key] = 1.0 - float(row["_distance"])
+                    rows.setdefault(key, row)
 
     bm25 = _fusion.normalize(bm25_raw)
     vector = _fusion.normalize(vector_raw)
@@ -148,13 +171,16 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     elif mode == "vector":
         scores = vector
     elif fusion == "rrf":
-        scores = _fusion.rrf(vector_order, bm25_order)
+        # Ranks over the union, by raw score (a stable sort keeps each arm's own order among equal scores).
+        scores = _fusion.rrf(sorted(vector_raw, key=lambda key: -vector_raw[key]),
+                             sorted(bm25_raw, key=lambda key: -bm25_raw[key]))
     else:
         scores = _fusion.linear(vector, bm25, weight)
 
-    best = sorted(scores, key=lambda key: (-scores[key], rows[key]["path"], rows[key]["start_line"], key))[:k]
-    staleness = _Staleness(index)
-    return [_match(rows[key], scores[key], vector.get(key), bm25.get(key), staleness) for key in best]
+    best = sorted(scores, key=lambda key: (-scores[key], key[0], rows[key]["path"], rows[key]["start_line"], key))[:k]
+    staleness = {label: _Staleness(index) for label, index in indexes.items()}
+    return [(key[0], _match(rows[key], scores[key], vector.get(key), bm25.get(key), staleness[key[0]]))
+            for key in best]
 
 
 def search_response(index, query, **options) -> dict:
@@ -165,6 +191,33 @@ def search_response(index, query, **options) -> dict:
         raise UsageError("the query must be text")
     query, warnings = limit_query(query)
     return {"matches": [m.to_dict() for m in search(index, query, **options)], "warnings": warnings}
+
+
+def search_all_repos(query, **options) -> dict:
+    """``search_response`` over every repository in the per-user registry (``--all-repos``): each match labelled
+    with its ``repo``, scores comparable across them (``search_sources``); ``warnings`` also name the repositories
+    that could not be searched."""
+    from localidx.registry import open_all
+
+    if not isinstance(query, str):
+        raise UsageError("the query must be text")
+    query, warnings = limit_query(query)
+    opened, problems = open_all()
+    try:
+        sources = []
+        for name, index in opened:
+            table = index.store.snapshot()
+            if table is None:
+                problems.append(f"{name}: not indexed yet")
+            else:
+                sources.append((name, index, table))
+        if not opened:
+            problems.append("no indexed repositories are registered: run `localidx index` in one")
+        found = search_sources(sources, query, **options)
+    finally:
+        for _name, index in opened:
+            index.close()
+    return {"matches": [{"repo": name, **match.to_dict()} for name, match in found], "warnings": problems + warnings}
 
 
 # -- the arms -------------------------------------------------------------------------------------------------
