@@ -104,3 +104,49 @@ def test_a_query_with_no_words_says_so_instead_of_a_perfect_score(make_repo, tmp
         assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "nothing to search for" in lines[0] and "no letters or digits" in lines[0], lines
+
+
+# -- merged chunks --------------------------------------------------------------------------------------------
+
+GO_TINY = (
+    "package fmtx\n\n"
+    "type Config struct{ Width int }\n\n"
+    "func (c Config) Format(s string) string { return pad(s, c.Width) }\n\n"
+    "func pad(s string, n int) string { return s }\n\n"
+    "func Load() Config { return Config{Width: 8} }\n"
+)
+GO_CALLER = (
+    "package fmtx\n\n"
+    "// Render lays a report out in columns, formatting every cell with the default config.\n"
+    "func Render(cells []string) []string {\n"
+    "\tout := make([]string, 0, len(cells))\n"
+    "\tcfg := Load()\n"
+    "\tfor _, cell := range cells {\n"
+    "\t\tout = append(out, cfg.Format(cell))\n"
+    "\t}\n"
+    "\treturn out\n"
+    "}\n"
+)
+
+
+def test_a_merged_chunk_of_tiny_symbols_says_it_holds_all_of_them(make_repo, tmp_path):
+    # It was labelled "kind: method, symbol: Format", with Format's signature, though it holds four symbols.
+    root = make_repo({"fmt.go": GO_TINY, "render.go": GO_CALLER})
+    proc = run(root, "chunks", "fmt.go", "--json")
+    assert proc.returncode == 0, proc.stderr
+    [group] = json.loads(proc.stdout)
+    assert group["symbols"] == ["Config", "Format", "pad", "Load"]
+    assert group["kind"] == "group" and group["symbol"] == "Config, Format, pad, Load"
+    assert group["title"] == "4 symbols and module code: struct Config, method Format, function pad, function Load"
+    assert group["signature"] == "" and group["doc"] == "" and group["name"] == ""
+    assert "Symbols: Config, Format, pad, Load" in group["search_text"].split("\n")[0]
+
+    env = fake_env(tmp_path)
+    assert run(root, "index", "-q", env=env).returncode == 0
+    found = run(root, "search", "pad format", "--kind", "group", env=env)
+    assert found.returncode == 0 and found.stdout.startswith("fmt.go:1-9  Config, Format, pad, Load  "), found.stdout
+    # Call relations still reach each member of the group, both ways.
+    pack = json.loads(run(root, "context", "render report columns", "--json", env=env).stdout)
+    by_path = {m["path"]: m for m in pack["matches"]}
+    assert "`Load` (fmt.go:1)" in by_path["render.go"]["uses"] and "`Format` (fmt.go:1)" in by_path["render.go"]["uses"]
+    assert "`Render` (render.go:3)" in by_path["fmt.go"]["used_by"]
