@@ -13,6 +13,19 @@ Invariants:
   ``UsageError`` with one line.
 - ``stale`` compares the row's ``file_hash`` (git blob id) with the file on disk now: the catalog's stat is the fast
   path, the file is hashed only when its stat differs; a missing file is stale.
+- Each arm fetches the same ``CANDIDATES`` rows whatever ``k`` is, so a chunk's rank does not depend on ``-k``.
+
+How a query is read (``plan_query``): a question is searched as it is. A pasted bug report, traceback or log
+(``evidence.is_long``) is read for its evidence first (``localidx.retrieve.evidence``): BM25 reads the report without
+its boilerplate, plus a second, smaller arm of the names it writes as code, its error lines and its frames'
+functions; the vector arm embeds the title, the error lines and the start of the prose (the model reads 256 word
+pieces, and a report's head is often an environment dump); stack frames that name indexed files add their chunks,
+the innermost frame most, the chunk around the frame's line or function most of all.
+
+Then, for every query, a chunk of a test, a doc, an example or a built copy of the code (``transforms.path_role``)
+counts ``ROLE_FACTOR`` of its score unless the query asks for that kind of file (a report wants the code to fix, and
+its words recur in all of those). For a report, a chunk is also supported by the two best other chunks of its file
+(each counted up to its own score), so a file that answers in several places ranks above a single lucky chunk.
 """
 
 from __future__ import annotations
@@ -26,6 +39,7 @@ from pathlib import Path
 from localidx.errors import UsageError
 from localidx.retrieve import IndexNotReady, fusion as _fusion
 from localidx.retrieve.guard import limit_query, require_words
+from localidx.retrieve.transforms import path_role
 from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
@@ -46,7 +60,15 @@ DEFAULT_FUSION = "linear"
 DEFAULT_VECTOR_WEIGHT = 0.5
 
 MAX_K = 100
-MIN_FETCH = 50  # per arm: enough candidates that fusion can promote a chunk ranked low by one arm
+CANDIDATES = 200  # per arm, whatever k: enough that fusion can promote a chunk ranked low by one arm
+
+# Chosen with the bug-report eval (benchmarks/eval/bugreports/run.py; README "Real questions" has the table).
+EVIDENCE_SHARE = 0.2  # of the BM25 weight, given to a report's code names, error lines and frame functions
+FRAME_WEIGHT = 0.3  # a frame's chunks: added to the fused score (the innermost frame's file in full)
+FRAME_DECAY = 0.6  # each further file named by the frames counts this much of the one before
+FRAME_MISS = 0.3  # a chunk of a frame's file that holds neither the frame's line nor its function
+ROLE_FACTOR = 0.5  # tests, docs, examples and built files, unless the query asks for them
+FILE_SUPPORT = 1.0  # weight of the two best other chunks of a chunk's file (each capped at the chunk's own score)
 
 COLUMNS = ["id", "path", "start_line", "end_line", "symbol", "kind", "language", "title", "text", "signature",
            "parent", "tags", "file_hash", "span_hash", "content_hash", "parent_id", "chunk_index", "token_count",
@@ -98,8 +120,8 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     ``/`` it matches a file or directory name anywhere). Raises ``UsageError`` for bad arguments (an empty query, or
     one with no letters or digits to search for) and ``IndexNotReady`` when nothing is indexed. ``table``: a
     snapshot already pinned by the caller (the context pipeline reads one version for all its queries); None pins
-    one here. ``fetch``: candidates per arm (default ``max(MIN_FETCH, 5 * k)``); fusion normalises each arm over
-    what it fetched, so this changes scores too.
+    one here. ``fetch``: candidates per arm (default ``CANDIDATES``); fusion normalises each arm over what it
+    fetched, so this changes scores too.
     """
     table = table if table is not None else index.store.snapshot()
     if table is None:
@@ -115,9 +137,10 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     """``search`` over several indexes at once (``--all-repos``): ``sources`` are ``(label, index, pinned table)``;
     the answer is the ``k`` best ``(label, Match)`` over all of them.
 
-    Scores are comparable across the sources because each arm is normalised once, over the union of every
-    source's candidates (each fetched ``fetch`` per arm per source), before the arms are fused: a repository's best
-    hit is not 1.0 merely for being its repository's best, so a one-function repository cannot outrank the right
+    Scores are comparable across the sources because everything is computed once over the union of every source's
+    candidates (each fetched ``fetch`` per arm per source): each arm is normalised over the union before the arms
+    are fused, and the final scores are scaled so that the best match of all is 1.0. A repository's best hit is not
+    the best there is merely for being its repository's best, so a one-function repository cannot outrank the right
     answer elsewhere. With one source this is exactly ``search``.
     """
     if not isinstance(query, str) or not query.strip():
@@ -136,46 +159,75 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     if not 0.0 <= weight <= 1.0:
         raise UsageError(f"vector weight must be between 0 and 1, got {weight}")
     k = max(1, min(MAX_K, int(k)))
-    fetch = max(k, int(fetch)) if fetch else max(MIN_FETCH, 5 * k)
+    fetch = max(k, int(fetch)) if fetch else max(CANDIDATES, k)
     where = filter_clause(language=language, kind=kind, path_glob=path_glob)
+    plan = plan_query(query)
+
+    from localidx.store.index import reading  # LanceDB failing on its own files: IndexDamaged, with the remedy
 
     # Keys are (label, chunk id): the same chunk id in two repositories is two results.
     rows: dict[tuple, dict] = {}
     indexes: dict[str, object] = {}
-    bm25_raw: dict[tuple, float] = {}
+    arms = [(plan.words, 1.0 - EVIDENCE_SHARE if plan.evidence else 1.0)]
+    if plan.evidence:
+        arms.append((plan.evidence, EVIDENCE_SHARE))
+    bm25_raws: list[dict[tuple, float]] = [{} for _arm in arms]
     vector_raw: dict[tuple, float] = {}
     query_vectors: dict[int, object] = {}  # one embedding of the query per embedder the sources share
     for label, index, table in sources:
         indexes[label] = index
         if mode in ("hybrid", "bm25"):
-            for row in _bm25_arm(table, query, where, fetch, required=mode == "bm25"):
-                key = (label, row["id"])
-                if key not in bm25_raw:
-                    bm25_raw[key] = float(row["_score"])
-                    rows.setdefault(key, row)
+            for n, (text, _share) in enumerate(arms):
+                required = mode == "bm25" and n == 0
+                for row in reading(index.paths, lambda: _bm25_arm(table, text, where, fetch, required=required)):
+                    key = (label, row["id"])
+                    if key not in bm25_raws[n]:
+                        bm25_raws[n][key] = float(row["_score"])
+                        rows.setdefault(key, row)
         if mode in ("hybrid", "vector"):
             embedder = index.embedder
             if id(embedder) not in query_vectors:
-                query_vectors[id(embedder)] = embedder.embed_query(query)
-            for row in _vector_arm(table, query_vectors[id(embedder)], where, fetch):
+                query_vectors[id(embedder)] = embedder.embed_query(plan.vector_text)
+            vector = query_vectors[id(embedder)]
+            for row in reading(index.paths, lambda: _vector_arm(table, vector, where, fetch)):
                 key = (label, row["id"])
                 if key not in vector_raw:
                     # Cosine distance is in [0, 2]; similarity keeps "higher is better" like the BM25 score.
                     vector_raw[key] = 1.0 - float(row["_distance"])
                     rows.setdefault(key, row)
 
-    bm25 = _fusion.normalize(bm25_raw)
+    bm25: dict[tuple, float] = {}
+    if mode in ("hybrid", "bm25"):
+        for raw, (_text, share) in zip(bm25_raws, arms):
+            for key, value in _fusion.normalize(raw).items():
+                bm25[key] = bm25.get(key, 0.0) + share * value
     vector = _fusion.normalize(vector_raw)
     if mode == "bm25":
-        scores = bm25
+        scores = dict(bm25)
     elif mode == "vector":
-        scores = vector
+        scores = dict(vector)
     elif fusion == "rrf":
         # Ranks over the union, by raw score (a stable sort keeps each arm's own order among equal scores).
         scores = _fusion.rrf(sorted(vector_raw, key=lambda key: -vector_raw[key]),
-                             sorted(bm25_raw, key=lambda key: -bm25_raw[key]))
+                             sorted(bm25_raws[0], key=lambda key: -bm25_raws[0][key]))
     else:
         scores = _fusion.linear(vector, bm25, weight)
+    if plan.frames and mode != "vector":
+        for label, index, table in sources:
+            frames = reading(index.paths, lambda: _frame_arm(index, table, plan.frames, where))
+            for chunk_id, (value, row) in frames.items():
+                key = (label, chunk_id)
+                rows.setdefault(key, row)
+                scores[key] = scores.get(key, 0.0) + FRAME_WEIGHT * value
+    for key in scores:
+        role = path_role(rows[key]["path"], rows[key]["language"] or "")
+        if role and role not in plan.wanted_roles:
+            scores[key] *= ROLE_FACTOR
+    if plan.report:
+        scores = _with_file_support(scores, rows)
+    top = max(scores.values(), default=0.0)
+    if top > 0.0:  # frames, file support and the role factor move scores: the best match is 1.0 again
+        scores = {key: value / top for key, value in scores.items()}
 
     best = sorted(scores, key=lambda key: (-scores[key], key[0], rows[key]["path"], rows[key]["start_line"], key))[:k]
     staleness = {label: _Staleness(index) for label, index in indexes.items()}
@@ -220,6 +272,71 @@ def search_all_repos(query, **options) -> dict:
     return {"matches": [{"repo": name, **match.to_dict()} for name, match in found], "warnings": problems + warnings}
 
 
+@dataclass(frozen=True)
+class QueryPlan:
+    """How a search reads its query (see the module docstring)."""
+
+    words: str  # what the main BM25 arm searches
+    evidence: str  # a report's code names, error lines and frame functions ("" for a question)
+    vector_text: str  # what the vector arm embeds
+    frames: tuple  # a report's stack frames (``evidence.Frame``), innermost first
+    report: bool  # read as a pasted report rather than a question
+    wanted_roles: frozenset  # path roles the query asks for (not ranked lower)
+
+
+def plan_query(query: str) -> QueryPlan:
+    """The query as search reads it: as it is for a question, through its evidence for a report."""
+    from localidx.retrieve.evidence import is_long, read_report
+    from localidx.retrieve.transforms import analyze
+
+    if not is_long(query):
+        analysis = analyze(query)
+        wanted = {"test"} if analysis.about_tests else set()
+        if analysis.about_docs:
+            wanted |= {"doc", "example", "generated"}
+        return QueryPlan(words=query, evidence="", vector_text=query, frames=(), report=False,
+                         wanted_roles=frozenset(wanted))
+    evidence = read_report(query)
+    # A report mentions tests and docs in passing ("my test fails"); only its title says what it is about.
+    title = next((line.strip() for line in query.splitlines() if line.strip()), "")
+    analysis = analyze(title)
+    wanted = {"test"} if analysis.about_tests else set()
+    if analysis.about_docs:
+        wanted |= {"doc", "example", "generated"}
+    functions = [f.function for f in evidence.frames if f.function]
+    names = [name for name, _count in evidence.identifiers.most_common(40)]
+    evidence_text = " ".join([*names, *functions, *evidence.errors[:5]])
+    prose = " ".join(evidence.text.split())
+    vector_text = "\n".join([title, *evidence.errors[:3], prose[:1500]])
+    return QueryPlan(words=evidence.text, evidence=evidence_text, vector_text=vector_text,
+                     frames=tuple(evidence.frames), report=True, wanted_roles=frozenset(wanted))
+
+
+def _with_file_support(scores: dict[tuple, float], rows: dict[tuple, dict]) -> dict[tuple, float]:
+    """Each chunk's score plus ``FILE_SUPPORT`` times the two best other scores of its file, each capped at the
+    chunk's own: the best chunk of a file answering in several places carries them, the file's order is kept.
+    Keys are (source label, chunk id): a file is a path in one source."""
+    by_file: dict[tuple, list[float]] = {}
+    for key, value in scores.items():
+        by_file.setdefault((key[0], rows[key]["path"]), []).append(value)
+    for values in by_file.values():
+        values.sort(reverse=True)
+    out = {}
+    for key, value in scores.items():
+        others = by_file[(key[0], rows[key]["path"])]
+        support, taken, skipped_self = 0.0, 0, False
+        for other in others:
+            if not skipped_self and other == value:
+                skipped_self = True
+                continue
+            support += min(other, value)
+            taken += 1
+            if taken == 2:
+                break
+        out[key] = value + FILE_SUPPORT * support
+    return out
+
+
 # -- the arms -------------------------------------------------------------------------------------------------
 
 
@@ -253,11 +370,43 @@ def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool) 
             builder = builder.where(where, prefilter=True)
         return builder.select([*COLUMNS, "_score"]).limit(fetch).to_list()
     except Exception as exc:  # noqa: BLE001 - any FTS failure is reported in one line or answered by the other arm
+        from localidx.store.index import storage_error
+
+        if storage_error(exc) is not None:
+            raise  # the index's files are damaged: not a query problem
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if required:
             raise UsageError(f"full-text search failed ({reason}); run `localidx index` to rebuild it") from None
         log.warning("full-text search failed, answering from vectors only: %s", reason)
         return []
+
+
+def _frame_arm(index, table, frames, where: str | None) -> dict[str, tuple[float, dict]]:
+    """Chunks of the indexed files a report's stack frames name: id -> (evidence in (0, 1], row). The innermost
+    frame's file counts 1, each further file ``FRAME_DECAY`` of the one before; in a file, a chunk holding a frame's
+    line or defining its function counts in full, the others ``FRAME_MISS``; several frames add up."""
+    from localidx.retrieve.evidence import resolve_frames
+    from localidx.store.lance import sql_in
+
+    resolved = resolve_frames(list(frames), index.catalog.paths())
+    if not resolved:
+        return {}
+    files = list(dict.fromkeys(path for path, _frame, _tail in resolved))
+    clause = sql_in("path", files) + (f" AND ({where})" if where else "")
+    by_path: dict[str, list[dict]] = {}
+    for row in table.search().where(clause).select(COLUMNS).limit(None).to_list():
+        by_path.setdefault(row["path"], []).append(row)
+    found: dict[str, tuple[float, dict]] = {}
+    for path, frame, _tail in resolved:
+        weight = FRAME_DECAY ** files.index(path)
+        for row in by_path.get(path, []):
+            # A merged chunk of tiny symbols defines each of its symbols (its symbol is their names joined).
+            names = {(s or "").replace("::", ".").split(".")[-1] for s in (row.get("symbols") or [row["symbol"]])}
+            hit = (frame.line and row["start_line"] <= frame.line <= row["end_line"]) or (
+                frame.function and frame.function in names)
+            value = weight * (1.0 if hit else FRAME_MISS)
+            found[row["id"]] = (found[row["id"]][0] + value if row["id"] in found else value, row)
+    return found
 
 
 def _vector_arm(table, vector, where: str | None, fetch: int) -> list[dict]:
