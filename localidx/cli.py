@@ -18,6 +18,8 @@ import click
 
 from localidx import __version__
 from localidx.errors import INTERNAL_ERROR_EXIT, LocalidxError, UsageError
+from localidx.text import printable as _p  # every plain printer: file names and messages on one line each
+from localidx.text import valid_text
 
 
 def _settings(root: Path | None, **overrides):
@@ -53,10 +55,7 @@ def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> No
     from localidx.discover import find_root, read_source
 
     for path in paths:
-        if not path.exists() and not path.is_symlink():
-            raise UsageError(f"{path}: no such file")
-        if path.is_dir():
-            raise UsageError(f"{path} is a directory; give files (or run `localidx index --dry-run {path}`)")
+        _check_file_argument(path)
     records = []
     settings_by_root: dict = {}
     for path in paths:
@@ -69,17 +68,44 @@ def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> No
         _text, data, _bad = read_source(path)
         result = chunk_file(rel, data, settings)
         if result.skipped:
-            click.echo(f"{rel}: skipped ({result.skipped})", err=True)
+            click.echo(f"{_p(rel)}: skipped ({result.skipped})", err=True)
             continue
         if as_json:
             records.extend(c.to_dict() for c in result.chunks)
             continue
-        click.echo(f"{rel}  ({result.language}, {len(result.chunks)} chunks)")
+        click.echo(f"{_p(rel)}  ({result.language}, {len(result.chunks)} chunks)")
         for c in result.chunks:
             label = c.symbol or c.title
-            click.echo(f"  {rel}:{c.start_line}-{c.end_line}  {c.kind:<9} {c.token_count:>5} tok  {label}")
+            click.echo(f"  {_p(rel)}:{c.start_line}-{c.end_line}  {c.kind:<9} {c.token_count:>5} tok  {_p(label)}")
     if as_json:
         _echo_json(records)
+
+
+def _text_args(*values):
+    """Text arguments as valid Unicode: argv carries bytes that were not UTF-8 as lone surrogates, which no
+    tokenizer or JSON writer takes (``localidx.text.valid_text``); None stays None."""
+    return tuple(valid_text(v) if isinstance(v, str) else v for v in values)
+
+
+def _check_file_argument(path: Path) -> None:
+    """UsageError unless ``path`` is a regular file (after symlinks): never open a FIFO, a device or a loop."""
+    import errno
+
+    from localidx.discover.files import file_kind
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UsageError(f"{path}: a symlink loop") from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise UsageError(f"{path}: no such file") from None
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    kind = file_kind(mode)
+    if kind == "a directory":
+        raise UsageError(f"{path} is a directory; give files (or run `localidx index --dry-run {path}`)")
+    if kind != "a file":
+        raise UsageError(f"{path} is {kind}, not a regular file")
 
 
 def _parse_kinds(value: str | None) -> set[str] | None:
@@ -213,7 +239,7 @@ def status(as_json: bool) -> None:
     if as_json:
         _echo_json(report)
         return
-    click.echo(f"{report['state']}  {root}")
+    click.echo(f"{report['state']}  {_p(root)}")
     click.echo(f"  index   {report['index']}")
     click.echo(f"  model   {report['model']}")
     click.echo(f"  files   {report['files']}   chunks {report['chunks']}   "
@@ -231,11 +257,11 @@ def status(as_json: bool) -> None:
     if report.get("skipped_by_reason"):
         click.echo("  skipped " + ", ".join(f"{k} {v}" for k, v in report["skipped_by_reason"].items()))
     for err in report["errors"][:20]:
-        click.echo(f"  error chunk  {err['path']}:{err['lines'][0]}-{err['lines'][1]}  {err['reason']}")
+        click.echo(f"  error chunk  {_p(err['path'])}:{err['lines'][0]}-{err['lines'][1]}  {_p(err['reason'])}")
     for problem in report.get("failed_files", [])[:20]:
-        click.echo(f"  failed  {problem['path']}  {problem['stage']}: {problem['reason']}")
+        click.echo(f"  failed  {_p(problem['path'])}  {problem['stage']}: {_p(problem['reason'])}")
     for line in report.get("damage", []):
-        click.echo(f"  damaged: {line} (run `localidx index`)")
+        click.echo(f"  damaged: {_p(line)} (run `localidx index`)")
     if report["state"] == "EMPTY":
         click.echo("  nothing indexed yet: run `localidx index`")
 
@@ -255,7 +281,7 @@ def _print_dry_run(report) -> None:
     if report.errors:
         click.echo(f"  sentinel errors  {len(report.errors)}")
         for err in report.errors[:20]:
-            click.echo(f"    {err['path']}: {err['reason']}")
+            click.echo(f"    {_p(err['path'])}: {_p(err['reason'])}")
     if report.invalid_utf8_files:
         click.echo(f"  invalid UTF-8 (bytes replaced): {len(report.invalid_utf8_files)} files")
     if report.redactions:
@@ -264,7 +290,7 @@ def _print_dry_run(report) -> None:
     if report.skipped_files:
         click.echo("  skipped files")
         for item in report.skipped_files[:50]:
-            click.echo(f"    {item['path']}  ({item['reason']})")
+            click.echo(f"    {_p(item['path'])}  ({item['reason']})")
         if len(report.skipped_files) > 50:
             click.echo(f"    ... and {len(report.skipped_files) - 50} more (--json lists all)")
 
@@ -303,13 +329,14 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
     """Search the index: BM25 and vectors fused; prints path:start-end, symbol, score and a snippet."""
     from localidx.discover import find_root
 
+    query, language, path_glob, kind = _text_args(query, language, path_glob, kind)
     if kind:
         _parse_kinds(kind)
     if all_repos:
-        matches, problems = _search_all_repos(query, k, mode, language, path_glob, kind)
-        for problem in problems:
-            click.echo(f"localidx: warning: {problem}", err=True)
-        _print_matches(matches, as_json)
+        from localidx.retrieve.search import search_all_repos
+
+        _print_matches(search_all_repos(query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind),
+                       as_json)
         return
     root, in_git = find_root(Path.cwd())
     settings = _settings(root)
@@ -318,57 +345,36 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
         params = {"query": query, "k": k, "mode": mode,
                   **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind)) if value}}
         with client:
-            matches = client.request("search/query", params, timeout=REQUEST_TIMEOUT_S)["matches"]
+            response = client.request("search/query", params, timeout=REQUEST_TIMEOUT_S)
     else:
-        from localidx.retrieve import search as run_search
+        from localidx.retrieve.search import search_response
 
         index = _open_for_reading(root, in_git, settings)
         try:
-            found = run_search(index, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind)
-            matches = [m.to_dict() for m in found]
+            response = search_response(index, query, k=k, mode=mode, language=language, path_glob=path_glob,
+                                       kind=kind)
         finally:
             index.close()
-    _print_matches(matches, as_json)
+    _print_matches(response, as_json)
 
 
-def _search_all_repos(query: str, k: int, mode: str, language, path_glob, kind) -> tuple[list[dict], list[str]]:
-    """Search every registered repository; the best ``k`` over all, each labelled with its ``repo``."""
-    from localidx.registry import open_all
-    from localidx.retrieve import search as run_search
-
-    opened, problems = open_all()
-    if not opened:
-        problems.append("no indexed repositories are registered: run `localidx index` in one")
-    matches: list[dict] = []
-    try:
-        for name, index in opened:
-            if index.store.snapshot() is None:
-                problems.append(f"{name}: not indexed yet")
-                continue
-            for match in run_search(index, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind):
-                matches.append({"repo": name, **match.to_dict()})
-    finally:
-        for _name, index in opened:
-            index.close()
-    matches.sort(key=lambda m: (-m["score"], m["repo"], m["path"], m["start_line"]))
-    return matches[:k], problems
-
-
-def _print_matches(matches: list[dict], as_json: bool) -> None:
+def _print_matches(response: dict, as_json: bool) -> None:
     if as_json:
-        _echo_json({"matches": matches})
+        _echo_json(response)
         return
+    _echo_warnings(response.get("warnings", []))
+    matches = response["matches"]
     if not matches:
         click.echo("no matches", err=True)
         return
     for m in matches:
         label = m["symbol"] or m["title"]
         stale = "  [stale: file changed since indexed]" if m["stale"] else ""
-        repo = f"{m['repo']}: " if m.get("repo") else ""
-        click.echo(f"{repo}{m['path']}:{m['start_line']}-{m['end_line']}  {label}  {m['score']:.3f}{stale}")
+        repo = f"{_p(m['repo'])}: " if m.get("repo") else ""
+        click.echo(f"{repo}{_p(m['path'])}:{m['start_line']}-{m['end_line']}  {_p(label)}  {m['score']:.3f}{stale}")
         snippet = [line for line in m["text"].splitlines() if line.strip()][:3]
         for line in snippet:
-            click.echo(f"    {line.strip()[:110]}")
+            click.echo(f"    {_p(line.strip().replace(chr(9), ' '))[:110]}")
 
 
 _CONTEXT_OPTIONS = [
@@ -397,6 +403,9 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
     """The context pack: from every registered repository, from this work tree's daemon, or in-process."""
     from localidx.discover import find_root
 
+    question, language, path_glob, kind, profile, locale = _text_args(question, language, path_glob, kind, profile,
+                                                                      locale)
+    turns = _text_args(*turns)
     options = {"profile": profile, "max_tokens": max_tokens, "top_k": top_k,
                "conversation_context": list(turns) or None, "locale": locale}
     filters = {"lang": language, "path": path_glob, "kind": kind}
@@ -423,12 +432,16 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
 
 
 def _report_pack(pack: dict) -> None:
-    for warning in pack.get("warnings", []):
-        click.echo(f"localidx: warning: {warning}", err=True)
+    from localidx.retrieve.context import NOT_READY_ONE, NOT_READY_WARNINGS
+
+    warnings = pack.get("warnings", [])
     if pack.get("noResultsReason") == "INDEX_NOT_READY":
         from localidx.retrieve import IndexNotReady
 
-        raise IndexNotReady("nothing is indexed here yet: run `localidx index` first")
+        # The advice is the error line; it is said once, not also as a warning.
+        _echo_warnings([w for w in warnings if w not in NOT_READY_WARNINGS])
+        raise IndexNotReady(next((w for w in warnings if w in NOT_READY_WARNINGS), NOT_READY_ONE))
+    _echo_warnings(warnings)
     if pack.get("noResults"):
         click.echo("localidx: no matches for this question", err=True)
 
@@ -475,8 +488,8 @@ def ask(question: str, profile, max_tokens, top_k, turns, locale, language, path
             return
         _report_pack(pack)
         click.echo(pack["instructions"])
-        click.echo(f"localidx: no LLM is configured, so the pack above was printed instead. "
-                   f"{llm.not_configured_message()}", err=True)
+        click.echo(f"localidx: the pack above was printed instead of an answer: {llm.not_configured_message()}",
+                   err=True)
         return
     if pack.get("noResultsReason") == "INDEX_NOT_READY":
         _report_pack(pack)
@@ -484,13 +497,12 @@ def ask(question: str, profile, max_tokens, top_k, turns, locale, language, path
     if as_json:
         _echo_json({"answer": reply, "configured": True, "model": llm.model_label(settings), "pack": pack})
         return
-    for warning in pack.get("warnings", []):
-        click.echo(f"localidx: warning: {warning}", err=True)
+    _echo_warnings(pack.get("warnings", []))
     click.echo(reply.rstrip())
     if pack["matches"]:
         click.echo("\nSources:")
         for n, match in enumerate(pack["matches"], 1):
-            click.echo(f"  [{n}] {citation(match)}  {match.get('symbol') or match.get('title') or ''}")
+            click.echo(f"  [{n}] {citation(match)}  {_p(match.get('symbol') or match.get('title') or '')}")
 
 
 def _root_or_none() -> Path | None:
@@ -745,7 +757,7 @@ def mcp_command(repo: Path | None) -> None:
 
 def _echo_warnings(warnings: list[str]) -> None:
     for warning in warnings:
-        click.echo(f"localidx: warning: {warning}", err=True)
+        click.echo(f"localidx: warning: {_p(warning)}", err=True)
 
 
 @cli.group(name="repos", invoke_without_command=True)
@@ -769,7 +781,7 @@ def repos_group(ctx: click.Context, as_json: bool) -> None:
     width = max(len(e.name) for e in found)
     for e in found:
         indexed = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_indexed_at))
-        click.echo(f"{e.name:<{width}}  {e.root}  ({e.model}, indexed {indexed})")
+        click.echo(f"{_p(e.name):<{width}}  {_p(e.root)}  ({e.model}, indexed {indexed})")
 
 
 @repos_group.command(name="remove")
@@ -793,14 +805,14 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except LocalidxError as exc:
-        click.echo(f"localidx: error: {exc}", err=True)
+        click.echo(f"localidx: error: {_p(exc)}", err=True)
         sys.exit(exc.exit_code)
     except (BrokenPipeError, KeyboardInterrupt):
         sys.exit(130)
     except Exception as exc:  # a bug: say so in one line, keep the traceback for LOCALIDX_DEBUG
         if os.environ.get("LOCALIDX_DEBUG") == "1":
             raise
-        click.echo(f"localidx: internal error: {type(exc).__name__}: {exc} (LOCALIDX_DEBUG=1 shows the traceback)",
+        click.echo(f"localidx: internal error: {type(exc).__name__}: {_p(exc)} (LOCALIDX_DEBUG=1 shows the traceback)",
                    err=True)
         sys.exit(INTERNAL_ERROR_EXIT)
     sys.exit(0)

@@ -112,8 +112,13 @@ class Client:
             raise DaemonUnavailable("the connection to the daemon is closed")
         id_ = next(self._ids)
         self._sock.settimeout(self.timeout if timeout is _DEFAULT else timeout)
+        frame = protocol.encode(protocol.request(id_, method, params))
+        if len(frame) > protocol.MAX_FRAME_BYTES:
+            raise UsageError(f"the {method} request is {len(frame):,} bytes, over the protocol's limit of "
+                             f"{protocol.MAX_FRAME_BYTES:,} (a query is read up to {protocol.MAX_QUERY_CHARS:,} "
+                             "characters anyway)")
         try:
-            self._sock.sendall(protocol.encode(protocol.request(id_, method, params)))
+            self._sock.sendall(frame)
             line = self._reader.readline(protocol.MAX_FRAME_BYTES + 1)
         except socket.timeout:
             self.close()

@@ -4,12 +4,18 @@ Precedence, highest first: a CLI flag > a ``LOCALIDX_*`` environment variable > 
 root > ``[tool.localidx]`` in the root's ``pyproject.toml`` > the defaults below. Config files use the field names
 (``max_tokens = 384``), or a nested table for dotted names (``[embed] model = "..."``); environment variables are the
 upper-cased field name with dots as underscores (``LOCALIDX_MAX_TOKENS``, ``LOCALIDX_EMBED_MODEL``).
+
+Every value is checked where it is read (``RULES``): its type (a file's ``workers = 1.5`` or ``watch = "yes"`` is
+refused, an environment variable's text is parsed) and its range. A bad value is a ``ConfigError``: one line naming
+the setting, its source and what it may be; nothing is ever rounded, guessed or moved silently.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -67,26 +73,97 @@ def _env_name(field_name: str) -> str:
     return "LOCALIDX_" + field_name.upper()
 
 
-def _coerce(name: str, kind: type, value, source: str):
-    try:
-        if kind is bool:
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off", ""):
-                return False
-            raise ValueError(value)
-        if kind is int:
-            if isinstance(value, bool):
-                raise ValueError(value)
-            return int(value)
-        if kind is float:
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{source}: {name} must be {kind.__name__}, got {value!r}") from None
+@dataclass(frozen=True)
+class _Rule:
+    """What one setting may hold: numbers within [low, high]; strings that ``check`` accepts (``allowed`` says
+    what that is, in words)."""
+
+    low: float | None = None
+    high: float | None = None
+    check: object = None  # str -> bool, for strings
+    allowed: str = ""
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TIB = 1 << 40
+
+# Every setting's limits. Numbers outside them, and values of another type, are refused with one line naming the
+# setting, where it came from and what it may be: a value localidx would only misread is never taken silently.
+RULES: dict[str, _Rule] = {
+    "max_tokens": _Rule(32, 16384),
+    "overlap_lines": _Rule(0, 49),
+    "merge_tokens": _Rule(0, 16384),  # and never above max_tokens (lowered to it)
+    "tiny_tokens": _Rule(0, 16384),
+    "window_lines": _Rule(1, 100_000),
+    "summary_min_symbols": _Rule(0, 100_000),
+    "max_file_bytes": _Rule(1, _TIB),
+    "max_line_chars": _Rule(1, 1_000_000_000),
+    "include_secret_files": _Rule(),
+    "parse_timeout_s": _Rule(0, 3600),  # 0: no limit
+    "workers": _Rule(0, 1024),
+    "home": _Rule(),
+    "embed_model": _Rule(check=bool, allowed="a model name (not empty)"),
+    "embed_threads": _Rule(0, 1024),
+    "write_batch_rows": _Rule(1, 10_000_000),
+    "daemon_idle_s": _Rule(0, 365 * 86400),  # 0: never
+    "watch": _Rule(),
+    "watch_debounce_s": _Rule(0, 60),
+    "profile": _Rule(check=bool, allowed="a profile name (not empty)"),
+    "llm_base_url": _Rule(check=lambda v: not v or v.startswith(("http://", "https://")),
+                          allowed='an http:// or https:// URL, or "" for no LLM'),
+    "llm_model": _Rule(),
+    "llm_api_key_env": _Rule(check=lambda v: not v or bool(_ENV_NAME.match(v)),
+                             allowed="the name of an environment variable"),
+    "llm_timeout_s": _Rule(0, 86400),  # 0: no limit
+    "summarize": _Rule(),
+}
+
+
+def _allowed(kind: type, rule: _Rule) -> str:
+    if kind is bool:
+        return "true or false"
+    if kind in (int, float):
+        what = "an integer" if kind is int else "a number"
+        return f"{what} from {_number(rule.low)} to {_number(rule.high)}"
+    return rule.allowed or "a string"
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if value == int(value) else f"{value:g}"
+
+
+def _coerce(name: str, kind: type, value, source: str, from_text: bool):
+    """``value`` as the setting's type, checked against its rule; ConfigError (one line) when it is not one.
+
+    ``from_text``: the value is an environment variable's text (``"1"``, ``"yes"``, ``"0.5"``), else it must already
+    have the type (a TOML value or a CLI flag): ``workers = 1.5`` or ``watch = "yes"`` in a file is refused."""
+    rule = RULES[name]
+    problem = f"{source}: {name} must be {_allowed(kind, rule)}, got {value!r}"
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        text = value.strip().lower() if from_text and isinstance(value, str) else None
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(problem)
+    if kind in (int, float):
+        number = value
+        if from_text and isinstance(value, str):
+            try:
+                number = int(value.strip()) if kind is int else float(value.strip())
+            except ValueError:
+                raise ConfigError(problem) from None
+        is_number = isinstance(number, int) or (kind is float and isinstance(number, float))
+        if isinstance(number, bool) or not is_number or not math.isfinite(number):
+            raise ConfigError(problem)
+        if not rule.low <= number <= rule.high:
+            raise ConfigError(problem)
+        return kind(number)
+    if not isinstance(value, str) or (rule.check is not None and not rule.check(value)):
+        raise ConfigError(problem)
+    return value
 
 
 def _flatten(table: dict, prefix: str = "") -> dict:
@@ -134,7 +211,12 @@ def file_values(root: Path | None) -> list[tuple[str, dict]]:
 
 
 def load_settings(root: Path | None = None, overrides: dict | None = None, env: dict | None = None) -> Settings:
-    """Build the Settings for a repository root. ``overrides`` are CLI flags (None values are ignored)."""
+    """Build the Settings for a repository root. ``overrides`` are CLI flags (None values are ignored).
+
+    Every value is checked against ``RULES``: a value of the wrong type or out of range is a ConfigError naming the
+    setting, its source (the file, the environment variable or the flag) and what it may be. An environment
+    variable set to "" counts as unset for numbers and booleans. A relative ``home`` in a config file is taken
+    relative to the repository root (the file's directory), so every directory of the work tree finds one index."""
     env = os.environ if env is None else env
     types = {f.name: f.type for f in fields(Settings)}
     kinds = {name: {"int": int, "float": float, "bool": bool, "str": str}[t] for name, t in types.items()}
@@ -143,27 +225,18 @@ def load_settings(root: Path | None = None, overrides: dict | None = None, env: 
         for name, value in table.items():
             if name not in kinds:
                 raise ConfigError(f"{source}: unknown setting {name!r}")
-            values[name] = _coerce(name, kinds[name], value, source)
+            values[name] = _coerce(name, kinds[name], value, source, from_text=False)
+            if name == "home" and values[name] and root is not None:
+                values[name] = str(Path(root, Path(values[name]).expanduser()))
     for name, kind in kinds.items():
         raw = env.get(_env_name(name))
-        if raw is not None:
-            values[name] = _coerce(name, kind, raw, _env_name(name))
+        if raw is None or (kind is not str and not raw.strip()):
+            continue
+        values[name] = _coerce(name, kind, raw, _env_name(name), from_text=True)
     for name, value in (overrides or {}).items():
         if value is not None:
-            values[name] = _coerce(name, kinds[name], value, f"--{name.replace('_', '-')}")
+            values[name] = _coerce(name, kinds[name], value, f"--{name.replace('_', '-')}", from_text=False)
     settings = Settings(**values)
-    _validate(settings)
+    if settings.merge_tokens > settings.max_tokens:
+        object.__setattr__(settings, "merge_tokens", settings.max_tokens)
     return settings
-
-
-def _validate(s: Settings) -> None:
-    if s.max_tokens < 32:
-        raise ConfigError(f"max_tokens must be at least 32, got {s.max_tokens}")
-    if not 0 <= s.overlap_lines < 50:
-        raise ConfigError(f"overlap_lines must be between 0 and 49, got {s.overlap_lines}")
-    if s.max_file_bytes < 1:
-        raise ConfigError(f"max_file_bytes must be positive, got {s.max_file_bytes}")
-    if s.merge_tokens > s.max_tokens:
-        object.__setattr__(s, "merge_tokens", s.max_tokens)
-    if s.workers < 0:
-        raise ConfigError(f"workers must be 0 (every core) or more, got {s.workers}")

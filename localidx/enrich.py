@@ -46,6 +46,8 @@ _DOC_CHARS = 120
 _SIGNATURE_CHARS = 200
 _ENDPOINTS_MAX = 5
 _CLASS_KINDS = frozenset({"class", "struct", "interface", "trait", "impl", "enum"})
+# A group holds symbols of different kinds, so at least one that is not a plain function (a type, a method).
+_PRIORITY_5_KINDS = _CLASS_KINDS | {"group"}
 
 # Trimming, in order, until the header fits: (field, what is left of it). For list fields the number counts items,
 # for text fields characters; 0 drops the field. Past the last step one line is left: File, Endpoint, symbol.
@@ -341,19 +343,22 @@ def tags(chunk: Chunk, ctx: FileContext) -> dict:
     - ``has_async``: async/await, goroutines, promises, futures... in the text (patterns in ``keywords.toml``).
     - ``is_test``: a test file by path (``tests/``, ``test_*.py``, ``*_test.go``, ``*.spec.ts``, ``*Test.java``...)
       or a test symbol (``test_*``, ``Test*``; functions named ``it``, ``describe``).
-    - ``priority``: 10 for endpoints and methods, 5 for classes, structs, interfaces, traits, impls and enums, else 0.
+    - ``priority``: 10 for endpoints and methods, 5 for classes, structs, interfaces, traits, impls, enums and
+      groups of tiny symbols of different kinds, else 0.
     """
     table = _tables()
     out = dict(chunk.tags)
     endpoint = bool(out.get("http_path"))
     out["is_api_endpoint"] = endpoint
     out["has_async"] = table.async_pattern.search(chunk.text) is not None
+    # A merged chunk has no one name: its members' names count (a group of tiny test functions is test code).
+    names = [chunk.name, *(_QUALIFIER.split(s)[-1] for s in chunk.symbols)] if chunk.symbols else [chunk.name]
     out["is_test"] = bool(
         table.test_paths.search(chunk.path)
-        or table.test_symbols.match(chunk.name)
-        or (chunk.kind == "function" and table.test_calls.match(chunk.name))
+        or any(table.test_symbols.match(name) for name in names)
+        or (chunk.kind == "function" and any(table.test_calls.match(name) for name in names))
     )
-    out["priority"] = 10 if endpoint or chunk.kind == "method" else 5 if chunk.kind in _CLASS_KINDS else 0
+    out["priority"] = 10 if endpoint or chunk.kind == "method" else 5 if chunk.kind in _PRIORITY_5_KINDS else 0
     return out
 
 

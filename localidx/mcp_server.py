@@ -16,12 +16,16 @@ Invariants:
 - A failure (no daemon, index not ready, a usage error such as an unknown profile) is a tool error whose text is the
   one-line message; it never ends the server. Nothing but the protocol goes to stdout: logs go to stderr (the SDK's
   stdio transport also points fd 1 at stderr while it serves, so a stray print cannot corrupt the stream).
+- Text enters as valid Unicode: a frame's lone surrogate escapes (``"\\ud83d"``, a string cut inside an emoji) are
+  replaced before the SDK parses it (its parser refuses them and answers nothing, so the client would hang), and
+  tool arguments go through ``localidx.text.valid_text``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
@@ -34,19 +38,22 @@ from pydantic import ConfigDict, Field
 
 from localidx.chunk.model import KINDS
 from localidx.errors import LocalidxError
+from localidx.protocol import MAX_QUERY_CHARS
+from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 300.0  # a context/build on a cold daemon loads the model and may wait for the first run
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
-RawQuery = Annotated[str, Field(min_length=1, max_length=8192,
-                                description="The question or search text: natural language, identifiers or both.")]
+RawQuery = Annotated[str, Field(min_length=1, description=(
+    "The question or search text: natural language, identifiers or both; a whole bug report or log is fine "
+    f"(text over {MAX_QUERY_CHARS} characters is cut, with a warning)."))]
 Profile = Annotated[str | None, Field(min_length=1, max_length=64,
                                       description="A retrieval profile by name (e.g. balanced); left out: the "
                                                   "repository's default. Profiles, not raw numbers, tune retrieval.")]
 ConversationContext = Annotated[
-    list[Annotated[str, Field(max_length=8192)]] | None,
+    list[str] | None,
     Field(max_length=50, description="Recent conversation turns, oldest first, to resolve references like 'it'."),
 ]
 Language = Annotated[str | None, Field(min_length=1, max_length=64,
@@ -80,12 +87,13 @@ class Repository:
 
 def _context_params(query: str, profile: str | None = None, conversation: list[str] | None = None,
                     language: str | None = None, path: str | None = None, kind: str | None = None) -> dict:
-    """``context/build`` params from tool arguments (left-out arguments are left out)."""
-    params: dict[str, Any] = {"query": query}
+    """``context/build`` params from tool arguments (left-out arguments are left out), as valid Unicode: a lone
+    surrogate in a JSON string (``"\\ud800"``) would fail the tokenizer and the JSON answer."""
+    params: dict[str, Any] = {"query": valid_text(query)}
     for name, value in (("profile", profile), ("conversation_context", conversation), ("lang", language),
                         ("path", path), ("kind", kind)):
         if value is not None:
-            params[name] = value
+            params[name] = [valid_text(v) for v in value] if isinstance(value, list) else valid_text(value)
     return params
 
 
@@ -144,9 +152,11 @@ def _tools(repo: Repository) -> list[Callable]:
             from localidx.retrieve.context import build_context_all_repos
 
             # This repository's settings (its default profile, its LLM), as `localidx context --all-repos` does.
-            return build_context_all_repos(rawQuery, profile=profile, conversation_context=conversationContext,
-                                           settings=load_settings(repo.root), language=language, path_glob=path,
-                                           kind=kind)
+            params = _context_params(rawQuery, profile, conversationContext, language, path, kind)
+            return build_context_all_repos(params["query"], profile=params.get("profile"),
+                                           conversation_context=params.get("conversation_context"),
+                                           settings=load_settings(repo.root), language=params.get("lang"),
+                                           path_glob=params.get("path"), kind=kind)
         except LocalidxError as exc:
             raise ToolError(str(exc)) from None
 
@@ -176,9 +186,69 @@ def create_server(root: Path, in_git: bool) -> MCPServer:
     )
 
 
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.S)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _is_surrogate(match: re.Match | None, low: int, high: int) -> bool:
+    return bool(match and match.group(1) and low <= int(match.group(1), 16) <= high)
+
+
+def repair_surrogate_escapes(line: str) -> str:
+    """A JSON line with every lone surrogate escape (``"\\ud83d"`` alone: a client that cut a string inside an
+    emoji) replaced by ``\\ufffd``. The SDK's JSON parser refuses such a frame and answers nothing, so the client
+    would wait forever; valid pairs and everything else are left as they are."""
+    if not _SURROGATE_ESCAPE.search(line):
+        return line
+    escapes = list(_JSON_ESCAPE.finditer(line))
+    out, last = [], 0
+    for i, m in enumerate(escapes):
+        before = escapes[i - 1] if i and escapes[i - 1].end() == m.start() else None
+        after = escapes[i + 1] if i + 1 < len(escapes) and escapes[i + 1].start() == m.end() else None
+        high, low = _is_surrogate(m, 0xD800, 0xDBFF), _is_surrogate(m, 0xDC00, 0xDFFF)
+        lone = (high and not _is_surrogate(after, 0xDC00, 0xDFFF)) or (low and not _is_surrogate(before, 0xD800,
+                                                                                                  0xDBFF))
+        if lone:
+            out.append(line[last:m.start()] + "\\ufffd")
+            last = m.end()
+    return "".join(out) + line[last:]
+
+
+class _RepairedLines:
+    """The client's stream, line by line, through ``repair_surrogate_escapes``."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def readline(self, *args) -> str:
+        return repair_surrogate_escapes(self.stream.readline(*args))
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+async def _run_stdio(server: MCPServer) -> None:
+    import io
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    # The wire is read from a private copy of fd 0, and fd 0 itself points at the null device while serving (as
+    # the SDK does for the stream it claims), so a child process never reads the client's frames.
+    wire = io.TextIOWrapper(os.fdopen(os.dup(0), "rb"), encoding="utf-8", errors="replace")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    async with stdio_server(stdin=anyio.wrap_file(_RepairedLines(wire))) as (read_stream, write_stream):
+        low = server._lowlevel_server  # noqa: SLF001 - MCPServer.run_stdio_async, with our stdin
+        await low.run(read_stream, write_stream, low.create_initialization_options())
+
+
 def serve(root: Path, in_git: bool) -> None:
     """Serve MCP over stdin/stdout until the client closes the stream. Logs go to stderr."""
+    import anyio
+
     debug = os.environ.get("LOCALIDX_DEBUG") == "1"
     logging.basicConfig(stream=sys.stderr, level=logging.DEBUG if debug else logging.WARNING,
                         format="localidx mcp: %(levelname)s %(name)s: %(message)s")
-    create_server(root, in_git).run("stdio")
+    anyio.run(_run_stdio, create_server(root, in_git))

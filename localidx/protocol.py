@@ -25,6 +25,11 @@ from typing import Any
 
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = 1024 * 1024
+# The longest query or question (and conversation turn) the retrieval reads, on every path: longer text is cut to
+# this many characters with a warning (``localidx.retrieve.guard.limit_query``), never refused, so a request gives
+# the same answer in-process and through the daemon. 32 KiB holds a bug report with its traceback and log (typical
+# reports are 1,500-3,000 characters); the embedding model reads only the first 256 word pieces anyway.
+MAX_QUERY_CHARS = 32 * 1024
 
 # Error codes: the JSON-RPC ones, then localidx's own.
 PARSE_ERROR = -32700  # not JSON, not UTF-8, or over the size limit
@@ -96,7 +101,7 @@ METHODS: dict[str, dict[str, Any]] = {
         "params": {
             "type": "object",
             "properties": {
-                "query": {"type": "string", "minLength": 1, "maxLength": 4096},
+                "query": {"type": "string", "minLength": 1},  # over MAX_QUERY_CHARS: cut, with a warning
                 "k": {"type": "integer", "minimum": 1, "maximum": 100},
                 "mode": {"type": "string", "enum": ["hybrid", "vector", "bm25"]},
                 **_FILTERS,
@@ -105,7 +110,7 @@ METHODS: dict[str, dict[str, Any]] = {
             "additionalProperties": False,
         },
         "result": "{matches: [{path, start_line, end_line, symbol, kind, language, score, vector_score, bm25_score, "
-                  "stale, text, ...}]}",
+                  "stale, text, ...}], warnings: [text]}",
     },
     "context/build": {
         "summary": "The retrieval pipeline's context pack, as `localidx context --json` (docs/protocol.md lists the "
@@ -113,14 +118,13 @@ METHODS: dict[str, dict[str, Any]] = {
         "params": {
             "type": "object",
             "properties": {
-                "query": {"type": "string", "minLength": 1, "maxLength": 8192},
+                "query": {"type": "string", "minLength": 1},  # over MAX_QUERY_CHARS: cut, with a warning
                 "profile": {"type": "string", "minLength": 1, "maxLength": 64},
                 # Raw limits (the CLI's --max-tokens/--top-k); the pipeline's guard clamps them and says so in
                 # warnings. The MCP server never sends them: tools choose profiles.
                 "max_tokens": {"type": "integer"},
                 "top_k": {"type": "integer"},
-                "conversation_context": {"type": "array", "items": {"type": "string", "maxLength": 8192},
-                                         "maxItems": 50},
+                "conversation_context": {"type": "array", "items": {"type": "string"}, "maxItems": 50},
                 "locale": {"type": "string", "maxLength": 35},
                 **_FILTERS,
             },
@@ -272,6 +276,7 @@ def schema() -> dict:
         "protocol_version": PROTOCOL_VERSION,
         "framing": "newline-delimited JSON, one compact object per line, UTF-8",
         "max_frame_bytes": MAX_FRAME_BYTES,
+        "max_query_chars": MAX_QUERY_CHARS,
         "request": {"id": "integer or string", "method": "string", "params": "object"},
         "response": {"id": "the request's id (null when unreadable)", "result": "any",
                      "error": {"code": "integer", "message": "string", "data": "any (optional)"}},

@@ -377,7 +377,7 @@ def test_generated_headers(tmp_path):
 def test_skip_reasons_are_the_documented_set():
     assert set(SKIP_REASONS) == {
         "binary", "too-large", "minified", "lock-file", "generated", "secret-file",
-        "symlink-outside", "unreadable", "localidxignore", "not-a-file",
+        "symlink-outside", "unreadable", "localidxignore", "not-a-file", "undecodable-name",
     }
 
 

@@ -118,7 +118,7 @@ def test_identifier_queries_find_the_other_spelling(indexed, query, expected):
 
 @pytest.mark.parametrize("query", [
     '"verify token"', "verify:token", "(verify) AND token*", "it's", "verify\\token", "-- OR NOT", "token~2 ^3",
-    "über token", '"',
+    "über token",
 ])
 def test_any_user_text_is_a_valid_query(indexed, query):
     _root, _settings_, open_ = indexed
@@ -126,6 +126,15 @@ def test_any_user_text_is_a_valid_query(indexed, query):
     for mode in ("bm25", "hybrid"):
         results = search(index, query, mode=mode)
         assert isinstance(results, list)
+
+
+@pytest.mark.parametrize("query", ['"', "?!", "-- --"])
+def test_a_query_with_nothing_to_search_for_is_a_usage_error(indexed, query):
+    _root, _settings_, open_ = indexed
+    index = open_()
+    for mode in ("bm25", "hybrid", "vector"):
+        with pytest.raises(UsageError, match="nothing to search for"):
+            search(index, query, mode=mode)
 
 
 def test_vector_only_hit_is_kept(indexed, make_repo, tmp_path):

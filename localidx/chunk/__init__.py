@@ -45,11 +45,6 @@ def _line_offsets(data: bytes) -> list[int]:
     return offsets
 
 
-def _text_language(path: str) -> str:
-    suffix = PurePosixPath(path).suffix[1:].lower()
-    return suffix or "text"
-
-
 def _uncovered(chunks: list[Chunk], lines: list[str]) -> list[tuple[int, int]]:
     """Runs of non-blank lines in no chunk's range (blank lines inside a run do not end it)."""
     covered = bytearray(len(lines) + 2)
@@ -99,6 +94,7 @@ def unparsed_file(path: str, data: bytes, settings, reason: str) -> FileChunks:
     text (redacted), so it stays searchable; skipped as ``chunking-failed`` if even that fails."""
     from localidx.chunk.finalize import finalize
     from localidx.chunk.windows import chunk_windows
+    from localidx.languages import language_for_path, text_type
     from localidx.redact import redact
 
     result = FileChunks(path=path, size=len(data), errors=[reason])
@@ -107,7 +103,8 @@ def unparsed_file(path: str, data: bytes, settings, reason: str) -> FileChunks:
         red_text, redactions = redact(text)
         result.redactions = len(redactions)
         lines = [line[:-1] if line.endswith("\r") else line for line in red_text.split("\n")]
-        result.language = _text_language(path)
+        spec = language_for_path(path)
+        result.language = spec.name if spec is not None else text_type(path)
         chunks = [error_chunk(path, result.language, 1, max(1, len(lines)), reason)]
         chunks += chunk_windows(path, result.language, lines, settings)
         offsets = _line_offsets(data)
@@ -128,7 +125,7 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
     from localidx.chunk.finalize import finalize
     from localidx.chunk.windows import chunk_windows
     from localidx.discover import check_content
-    from localidx.languages import language_for_path
+    from localidx.languages import language_for_path, text_type
     from localidx.redact import redact, redact_env
 
     result = FileChunks(path=path, size=len(data))
@@ -166,7 +163,7 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
         ctx.language = result.language = config_lang
         chunks = chunk_config(path, red_text, config_lang, settings)
     else:
-        ctx.language = result.language = _text_language(path)
+        ctx.language = result.language = text_type(path)
         chunks = chunk_windows(path, ctx.language, lines, settings)
     for start, end in _uncovered(chunks, lines):
         reason = f"lines {start}-{end} were in no chunk"

@@ -7,7 +7,10 @@ in file order. The rules, with no language named anywhere:
   member's body elided, then every member is chunked at the next level. No body is stored twice.
 - Any other symbol is one chunk with everything inside it (nested helpers stay with their function).
 - Lines outside every symbol at a level (imports, constants, statements) become ``module`` units.
-- Adjacent tiny units of one parent are merged up to ``settings.merge_tokens``, keeping the names they hold.
+- Adjacent tiny units of one parent are merged up to ``settings.merge_tokens``, keeping the names they hold. A chunk
+  holding two or more symbols says so: ``symbols`` lists them, ``symbol`` is their names joined by ", " (never one
+  member's name), ``kind`` is their common kind or ``group`` when they differ, and the title lists each member with
+  its kind; no member's signature or doc stands for the group.
 - Anything over ``settings.max_tokens`` is split with ``settings.overlap_lines`` of overlap (``split.split_lines``).
 
 Every non-blank line ends up in at least one chunk; ``chunk_file`` checks that and reports a sentinel if not.
@@ -24,8 +27,7 @@ from localidx.chunk.split import split_lines
 from localidx.config import Settings
 from localidx.parse import ParsedFile, Symbol
 
-# Which kind a merged chunk takes: the most specific kind among what it holds.
-_MERGE_KIND_ORDER = ("method", "function", "class", "struct", "interface", "trait", "impl", "enum", "module")
+GROUP = "group"  # the kind of a merged chunk whose symbols are of different kinds
 
 
 @dataclass
@@ -220,16 +222,18 @@ class _CodeChunker:
             chunk.title = f"module code {start}-{end}"
             chunk.calls = self._module_calls(start, end)
             return chunk
-        lead = syms[0] if len(syms) == 1 else min(syms, key=lambda s: _MERGE_KIND_ORDER.index(s.kind))
-        chunk.kind = lead.kind
-        chunk.symbol = lead.qualified
-        chunk.name = lead.name
+        lead = syms[0]  # members share their parent (only siblings merge)
         parent = self.symbols[lead.parent] if lead.parent is not None else None
         chunk.parent = parent.qualified if parent else ""
         if parent:
             chunk.tags["parent_kind"] = parent.kind
-        chunk.signature = lead.signature
-        chunk.doc = lead.doc
+        if len(syms) == 1:
+            chunk.kind, chunk.symbol, chunk.name = lead.kind, lead.qualified, lead.name
+            chunk.signature, chunk.doc = lead.signature, lead.doc
+        else:
+            kinds = {s.kind for s in syms}
+            chunk.kind = kinds.pop() if len(kinds) == 1 else GROUP
+            chunk.symbol = ", ".join(s.qualified for s in syms)
         chunk.decorators = list(dict.fromkeys(d for s in syms for d in s.decorators))
         chunk.calls = list(dict.fromkeys(c for s in syms for c in self._calls_within(s)))
         endpoints = [e for s in syms for e in self._endpoints_within(s)]
@@ -238,7 +242,11 @@ class _CodeChunker:
             chunk.tags["http_path"] = endpoints[0].path
         if len(group) > 1:
             chunk.symbols = [s.qualified for s in syms]
-            chunk.title = f"{len(group)} merged: " + ", ".join(s.qualified for s in syms)
+        if len(syms) > 1:
+            more = " and module code" if len(syms) < len(group) else ""
+            chunk.title = f"{len(syms)} symbols{more}: " + ", ".join(f"{s.kind} {s.qualified}" for s in syms)
+        elif len(group) > 1:
+            chunk.title = f"{lead.kind} {lead.qualified} and module code"
         else:
             chunk.title = f"{lead.kind} {lead.qualified}"
         return chunk

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 # Kinds named plainly; "module" is module-level code between symbols, "window" a line window of an unknown text file.
-CODE_KINDS = ("function", "method", "class", "struct", "interface", "enum", "trait", "impl", "module")
+# "group": tiny siblings of different kinds merged into one chunk (its ``symbols`` list them).
+CODE_KINDS = ("function", "method", "class", "struct", "interface", "enum", "trait", "impl", "module", "group")
 KINDS = CODE_KINDS + ("summary", "config", "heading", "content", "window", "error")
 
 # Levels that are not nesting depths.

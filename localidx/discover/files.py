@@ -21,6 +21,7 @@ from pathlib import Path
 from localidx import gitrepo
 from localidx.config import Settings
 from localidx.errors import UsageError
+from localidx.text import printable
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ def discover(root: Path, settings: Settings, only: list[str] | None = None) -> D
         if not _encodable(path):
             # A name that is not UTF-8 cannot be a key in the catalog, the table or a JSON answer: listed under a
             # printable spelling, never indexed.
-            skipped.append(Skipped(printable_path(path), "undecodable-name"))
+            skipped.append(Skipped(printable(path), "undecodable-name"))
             continue
         if ignore is not None and ignore.match_file(path):
             skipped.append(Skipped(path, "localidxignore"))
@@ -198,11 +199,6 @@ def _encodable(path: str) -> bool:
     return True
 
 
-def printable_path(path: str) -> str:
-    """``path`` with bytes that are not UTF-8 (held as surrogates) written as ``\\xNN``."""
-    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
 def check_content(path: str, data: bytes, settings: Settings) -> str | None:
     """The skip reason that ``data``, the content of ``path``, earns ("binary", "minified", "generated"), or None."""
     if b"\0" in data[:BINARY_PROBE_BYTES]:
@@ -215,15 +211,45 @@ def check_content(path: str, data: bytes, settings: Settings) -> str | None:
     return None
 
 
+def file_kind(mode: int) -> str:
+    """What a ``stat`` mode names, in words: "a file", "a directory", "a FIFO", "a socket", "a device"."""
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a file"
+
+
 def read_source(abs_path: Path) -> tuple[str, bytes, bool]:
     """(text, raw bytes, invalid_utf8) for a file. Invalid UTF-8 is replaced with U+FFFD and flagged; a leading
-    byte-order mark is dropped from the text. Raises UsageError with a one-line message when the file cannot be read.
+    byte-order mark is dropped from the text. Raises UsageError with a one-line message when the file cannot be read,
+    and for anything that is not a regular file (a FIFO would block the read forever, a device never end it).
     """
     try:
-        with open(abs_path, "rb") as fh:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; what was opened is checked before anything is read,
+        # so a file swapped for a FIFO after discovery is refused too.
+        fd = os.open(abs_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise UsageError(f"cannot read {abs_path}: {_os_reason(exc)}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"cannot read {abs_path}: it is {file_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
             data = fh.read()
     except OSError as exc:
-        raise UsageError(f"cannot read {abs_path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {abs_path}: {_os_reason(exc)}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     try:
         text, invalid = data.decode("utf-8"), False
     except UnicodeDecodeError:
@@ -231,6 +257,14 @@ def read_source(abs_path: Path) -> tuple[str, bytes, bool]:
     if text.startswith("\ufeff"):
         text = text[1:]
     return text, data, invalid
+
+
+def _os_reason(exc: OSError) -> str:
+    import errno
+
+    if exc.errno == errno.ELOOP:
+        return "a symlink loop"
+    return exc.strerror or str(exc)
 
 
 def _looks_minified(data: bytes, max_line_chars: int) -> bool:

@@ -1,7 +1,7 @@
 """The language table: file name -> grammar -> query files.
 
 Everything a grammar needs to say about a language lives in ``languages.toml`` and ``queries/*.scm``; this module only
-loads them. Grammars and compiled queries are created lazily, once per process, so the CLI starts fast and worker
+loads them. Files no grammar reads are labelled by ``text-types.toml`` (``text_type``). Grammars and compiled queries are created lazily, once per process, so the CLI starts fast and worker
 processes pay only for the languages they meet.
 """
 
@@ -85,6 +85,26 @@ def _load_table() -> dict[str, LanguageSpec]:
 LANGUAGES: dict[str, LanguageSpec] = _load_table()
 _BY_FILENAME = {fn: spec for spec in LANGUAGES.values() for fn in spec.filenames}
 _BY_EXTENSION = {ext: spec for spec in LANGUAGES.values() for ext in spec.extensions}
+
+
+TEXT = "text"  # the label of a file no grammar reads and text-types.toml does not name
+
+
+@lru_cache(maxsize=1)
+def _text_types() -> tuple[frozenset[str], dict[str, str]]:
+    raw = tomllib.loads(resources.files("localidx.languages").joinpath("text-types.toml").read_text(encoding="utf-8"))
+    return frozenset(e.lower() for e in raw.get("extensions", ())), dict(raw.get("filenames", {}))
+
+
+def text_type(path: str) -> str:
+    """The label of a file no grammar reads: its type when ``text-types.toml`` names it (``sh``, ``sql``, ``html``,
+    ``dockerfile``, ...), else ``"text"`` — never a made-up name from an unknown ending (``py.typed`` is text)."""
+    extensions, filenames = _text_types()
+    pure = PurePosixPath(path)
+    if pure.name in filenames:
+        return filenames[pure.name]
+    suffix = pure.suffix[1:].lower()
+    return suffix if suffix in extensions else TEXT
 
 
 def language_for_path(path: str) -> LanguageSpec | None:

@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 
 CONTEXT_NOT_FOUND = "CONTEXT_NOT_FOUND"
 INDEX_NOT_READY = "INDEX_NOT_READY"
+# The warning an INDEX_NOT_READY response carries: what happened and what to do (the CLI prints it as its error).
+NOT_READY_ONE = "nothing is indexed here yet: run `localidx index` first"
+NOT_READY_ALL = "none of the registered repositories has an index: run `localidx index` in one"
+NOT_READY_WARNINGS = (NOT_READY_ONE, NOT_READY_ALL)
 # A match found only by a sub-query scores 0.85 of its score there, and never more than the question's own lowest
 # match: sub-queries add candidates behind the question's (merged in sub-query order), and only the rerank's rules
 # may lift one above them. Without that floor the keyword sub-query's BM25-only scores outranked the fused ones and
@@ -100,8 +104,7 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
         if source.table is not None:
             ready.append(source)
     if not ready:
-        warnings.append("the index is empty: run `localidx index` first" if len(sources) <= 1
-                        else "none of the registered repositories has an index")
+        warnings.append(NOT_READY_ONE if len(sources) <= 1 else NOT_READY_ALL)
         return _response([], params, name, raw_query, question, analysis, [], applied, warnings, repo_name, False,
                          INDEX_NOT_READY, {}, clock, root)
 
@@ -224,26 +227,28 @@ def _llm_rewrites(question: str, count: int, settings, applied: list[str], warni
 
 
 def _search_all(sources: list[Source], queries: list[str], values: dict, params, label: bool) -> list[dict]:
-    from localidx.retrieve.search import FILES_FROM, search
+    from localidx.retrieve.search import FILES_FROM, search_sources
 
     merged: dict[tuple, dict] = {}
     order: list[tuple] = []
     floor = None  # the question's lowest score: a sub-query's match never starts above it
+    # One search over every source, so scores are comparable across repositories (search_sources); as many
+    # candidates per source as one repository gets.
+    k = values["topK"] * len(sources)
     for position, text in enumerate(queries):
+        if position > 0 and not _guard.has_words(text):
+            continue
         found: list[dict] = []
         mode = "hybrid" if position == 0 else values["subQueryMode"]
-        for source in sources:
-            # The question's own search goes deeper than topK: the response's files view ranks what it found.
-            depth = max(values["topK"], FILES_FROM) if position == 0 else values["topK"]
-            for match in search(source.index, text, k=depth, mode=mode, language=params.language,
-                                path_glob=params.path_glob, kind=params.kind, table=source.table,
-                                fetch=values["candidates"] if position == 0 else None):
-                item = match.to_dict()
-                if label:
-                    item["repo"] = source.name
-                found.append(item)
-        if len(sources) > 1:
-            found.sort(key=lambda m: -m["score"])
+        # The question's own search goes deeper than topK: the response's files view ranks what it found.
+        depth = max(k, FILES_FROM) if position == 0 else k
+        for name, match in search_sources([(s.name, s.index, s.table) for s in sources], text, k=depth, mode=mode,
+                                          language=params.language, path_glob=params.path_glob, kind=params.kind,
+                                          fetch=values["candidates"] if position == 0 else None):
+            item = match.to_dict()
+            if label:
+                item["repo"] = name
+            found.append(item)
         for item in found:
             key = (item.get("repo"), item["content_hash"] or item["id"])
             if key in merged:
@@ -358,12 +363,17 @@ def _response(matches, params, profile, raw_query, question, analysis, sub_queri
 
 
 def citation(match: dict) -> str:
-    where = f"{match['path']}:{match['start_line']}-{match['end_line']}"
-    return f"{match['repo']}:{where}" if match.get("repo") else where
+    """``[repo:]path:start-end``, on one line whatever the path holds (``localidx.text.printable``)."""
+    from localidx.text import printable
+
+    where = f"{printable(match['path'])}:{match['start_line']}-{match['end_line']}"
+    return f"{printable(match['repo'])}:{where}" if match.get("repo") else where
 
 
 def augmented_prompt(question: str, matches: list[dict], repo_name: str) -> str:
     """The question and the numbered context, each excerpt under its ``path:start-end`` citation."""
+    from localidx.text import printable
+
     if not matches:
         return f"Question: {question}\n\nContext: nothing in {repo_name} matched this question."
     parts = [f"Question: {question}", "", f"Context ({len(matches)} excerpts from {repo_name}):"]
@@ -375,7 +385,7 @@ def augmented_prompt(question: str, matches: list[dict], repo_name: str) -> str:
         if match.get("truncated"):
             notes.append("truncated")
         parts.append("")
-        parts.append(f"[{n}] {citation(match)} {label} ({', '.join(n for n in notes if n)})")
+        parts.append(f"[{n}] {citation(match)} {printable(label)} ({', '.join(n for n in notes if n)})")
         fence = "````" if "```" in (match.get("text") or "") else "```"
         parts.append(f"{fence}{match.get('language') or ''}")
         parts.append(match.get("text") or "")

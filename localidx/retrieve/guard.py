@@ -9,7 +9,8 @@ Two passes, both reported in the response's ``warnings`` (and logged):
    ``{"event": "guard.clamp", "profile", "field", "requested", "applied"}``.
 
 Limits by default: ``topK <= 40``, ``neighborLimit <= 12`` (and no expansion ever adds more than
-``EXPANSION_CAP`` chunks), ``256 <= maxContextTokens <= 4000``, ``queries <= maxQueries <= 6``.
+``EXPANSION_CAP`` chunks), ``256 <= maxContextTokens <= 4000``, ``queries <= maxQueries <= 6``. The question and
+each turn are cut to ``MAX_QUERY_CHARS`` (``limit_query``, which plain search runs too).
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from localidx import protocol
 from localidx.errors import UsageError
+from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
 
 EXPANSION_CAP = 400  # absolute ceiling on chunks any neighbour expansion may add or read
 STRATEGIES = ("OFF", "LINEAR", "PARENT_SYMBOL", "CALL_GRAPH")
 SUB_QUERY_MODES = ("bm25", "hybrid")
-MAX_QUERY_CHARS = 8192
+MAX_QUERY_CHARS = protocol.MAX_QUERY_CHARS  # one limit for every path (defined with the protocol, which documents it)
 MAX_TURNS = 6  # conversation turns looked at (the most recent ones)
 
 # field: (section, type, (lowest, highest) or None). Defaults come from the `balanced` profile.
@@ -88,8 +91,40 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _LOCALE = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")
 
 
+def limit_query(text: str, what: str = "the query") -> tuple[str, list[str]]:
+    """``text`` as valid Unicode and at most ``MAX_QUERY_CHARS`` long, with a warning for each fix. Every path that
+    takes query text runs it (search in-process and on the socket, the context pipeline), so a long question gets
+    the same cut and the same warning wherever it is sent."""
+    warnings: list[str] = []
+    valid = valid_text(text)
+    if valid is not text:
+        warnings.append(f"sanitize: bytes that were not valid text replaced in {what}")
+    if len(valid) > MAX_QUERY_CHARS:
+        warnings.append(f"sanitize: {what} cut to {MAX_QUERY_CHARS} characters (it had {len(valid)})")
+        valid = valid[:MAX_QUERY_CHARS]
+    return valid, warnings
+
+
+_WORD = re.compile(r"\w")
+
+
+def has_words(text: str) -> bool:
+    """Whether ``text`` holds a letter or digit: something to search for."""
+    return bool(_WORD.search(text))
+
+
+def require_words(text: str, what: str = "the query") -> None:
+    """UsageError when ``text`` has no letter or digit: nothing BM25 can match and nothing the model can read, so
+    any answer would be noise, ranked first with a perfect score."""
+    if not has_words(text):
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise UsageError(f"nothing to search for: {what} {shown!r} has no letters or digits")
+
+
 def _clean_text(text: str, what: str, warnings: list[str]) -> str:
-    cleaned = _CONTROL.sub(" ", text)
+    valid, fixes = limit_query(text, what)
+    warnings.extend(fixes)
+    cleaned = _CONTROL.sub(" ", valid)
     if cleaned != text:
         warnings.append(f"sanitize: control characters removed from {what}")
     stripped = cleaned.strip()
@@ -176,13 +211,11 @@ def check(profile_name: str, profile: dict, query, *, top_k=None, max_tokens=Non
     warnings: list[str] = []
     if not isinstance(query, str):
         raise UsageError("the question must be a string")
-    if len(query) > MAX_QUERY_CHARS:
-        warnings.append(f"sanitize: question cut to {MAX_QUERY_CHARS} characters")
-        query = query[:MAX_QUERY_CHARS]
     query = _clean_text(query, "the question", warnings)
     query = re.sub(r"\s+", " ", query)
     if not query:
         raise UsageError("empty question")
+    require_words(query, "the question")
 
     defaults = _balanced_defaults()
     values: dict = {}
@@ -207,6 +240,8 @@ def check(profile_name: str, profile: dict, query, *, top_k=None, max_tokens=Non
         if not isinstance(turn, str):
             warnings.append(f"sanitize: conversation turn {i + 1} is not text; dropped")
             continue
+        turn, fixes = limit_query(turn, f"conversation turn {i + 1}")
+        warnings.extend(fixes)
         text = re.sub(r"\s+", " ", _CONTROL.sub(" ", turn)).strip()
         if text:
             turns.append(text)
@@ -225,8 +260,8 @@ def check(profile_name: str, profile: dict, query, *, top_k=None, max_tokens=Non
         if kind not in KINDS:
             raise UsageError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
     return Params(profile=profile_name, query=query, values=values, conversation=turns, locale=locale,
-                  language=(language or None) and language.strip(), path_glob=(path_glob or None) and path_glob.strip(),
-                  kind=kind or None, warnings=warnings)
+                  language=(language or None) and valid_text(language).strip(),
+                  path_glob=(path_glob or None) and valid_text(path_glob).strip(), kind=kind or None, warnings=warnings)
 
 
 @lru_cache(maxsize=1)

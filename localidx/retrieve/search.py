@@ -38,7 +38,9 @@ from pathlib import Path
 
 from localidx.errors import UsageError
 from localidx.retrieve import IndexNotReady, fusion as _fusion
+from localidx.retrieve.guard import limit_query, require_words
 from localidx.retrieve.transforms import path_role
+from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
 
@@ -115,13 +117,39 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     ``mode``: ``hybrid`` (both arms fused), ``vector`` or ``bm25``. ``fusion``: ``linear`` (``vector_weight`` *
     vector + (1 - weight) * BM25) or ``rrf``; None picks ``DEFAULT_FUSION`` / ``DEFAULT_VECTOR_WEIGHT``.
     ``language`` and ``kind`` match exactly; ``path_glob`` is a glob over the repository-relative path (without a
-    ``/`` it matches a file or directory name anywhere). Raises ``UsageError`` for bad arguments and
-    ``IndexNotReady`` when nothing is indexed. ``table``: a snapshot already pinned by the caller (the context
-    pipeline reads one version for all its queries); None pins one here. ``fetch``: candidates per arm (default
-    ``max(MIN_FETCH, 5 * k)``); fusion normalises each arm over what it fetched, so this changes scores too.
+    ``/`` it matches a file or directory name anywhere). Raises ``UsageError`` for bad arguments (an empty query, or
+    one with no letters or digits to search for) and ``IndexNotReady`` when nothing is indexed. ``table``: a
+    snapshot already pinned by the caller (the context pipeline reads one version for all its queries); None pins
+    one here. ``fetch``: candidates per arm (default ``CANDIDATES``); fusion normalises each arm over what it
+    fetched, so this changes scores too.
     """
-    if not query or not query.strip():
+    table = table if table is not None else index.store.snapshot()
+    if table is None:
+        raise IndexNotReady("this work tree is not indexed yet: run `localidx index` first")
+    found = search_sources([("", index, table)], query, k=k, mode=mode, language=language, path_glob=path_glob,
+                           kind=kind, fusion=fusion, vector_weight=vector_weight, fetch=fetch)
+    return [match for _label, match in found]
+
+
+def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", language: str | None = None,
+                   path_glob: str | None = None, kind: str | None = None, fusion: str | None = None,
+                   vector_weight: float | None = None, fetch: int | None = None) -> list[tuple[str, Match]]:
+    """``search`` over several indexes at once (``--all-repos``): ``sources`` are ``(label, index, pinned table)``;
+    the answer is the ``k`` best ``(label, Match)`` over all of them.
+
+    Scores are comparable across the sources because everything is computed once over the union of every source's
+    candidates (each fetched ``fetch`` per arm per source): each arm is normalised over the union before the arms
+    are fused, and the final scores are scaled so that the best match of all is 1.0. A repository's best hit is not
+    the best there is merely for being its repository's best, so a one-function repository cannot outrank the right
+    answer elsewhere. With one source this is exactly ``search``.
+    """
+    if not isinstance(query, str) or not query.strip():
         raise UsageError("empty query")
+    # Text that is not valid Unicode (bytes of a pasted name, a lone surrogate from JSON) would stop the tokenizer;
+    # the length limit is every path's (search_response reports the cut, a direct call applies it silently).
+    query = limit_query(query)[0]
+    require_words(query)
+    language, path_glob = (valid_text(v) if v else v for v in (language, path_glob))
     if mode not in MODES:
         raise UsageError(f"unknown search mode {mode!r} (choose from {', '.join(MODES)})")
     fusion = fusion or DEFAULT_FUSION
@@ -131,62 +159,66 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     if not 0.0 <= weight <= 1.0:
         raise UsageError(f"vector weight must be between 0 and 1, got {weight}")
     k = max(1, min(MAX_K, int(k)))
-
-    table = table if table is not None else index.store.snapshot()
-    if table is None:
-        raise IndexNotReady("this work tree is not indexed yet: run `localidx index` first")
     fetch = max(k, int(fetch)) if fetch else max(CANDIDATES, k)
     where = filter_clause(language=language, kind=kind, path_glob=path_glob)
     plan = plan_query(query)
 
     from localidx.store.index import reading  # LanceDB failing on its own files: IndexDamaged, with the remedy
 
-    rows: dict[str, dict] = {}
-    bm25_parts: list[tuple[dict[str, float], float]] = []
-    bm25_order: list[str] = []
-    vector_raw: dict[str, float] = {}
-    vector_order: list[str] = []
-    if mode in ("hybrid", "bm25"):
-        arms = [(plan.words, 1.0 - EVIDENCE_SHARE if plan.evidence else 1.0)]
-        if plan.evidence:
-            arms.append((plan.evidence, EVIDENCE_SHARE))
-        for n, (text, share) in enumerate(arms):
-            raw: dict[str, float] = {}
-            found = reading(index.paths, lambda: _bm25_arm(table, text, where, fetch, required=mode == "bm25" and n == 0))
-            for row in found:
-                if row["id"] not in raw:
-                    raw[row["id"]] = float(row["_score"])
-                    rows.setdefault(row["id"], row)
-                    if n == 0:
-                        bm25_order.append(row["id"])
-            bm25_parts.append((_fusion.normalize(raw), share))
-    if mode in ("hybrid", "vector"):
-        vector = index.embedder.embed_query(plan.vector_text)
-        for row in reading(index.paths, lambda: _vector_arm(table, vector, where, fetch)):
-            if row["id"] not in vector_raw:
-                # Cosine distance is in [0, 2]; similarity keeps "higher is better" like the BM25 score.
-                vector_raw[row["id"]] = 1.0 - float(row["_distance"])
-                vector_order.append(row["id"])
-                rows.setdefault(row["id"], row)
+    # Keys are (label, chunk id): the same chunk id in two repositories is two results.
+    rows: dict[tuple, dict] = {}
+    indexes: dict[str, object] = {}
+    arms = [(plan.words, 1.0 - EVIDENCE_SHARE if plan.evidence else 1.0)]
+    if plan.evidence:
+        arms.append((plan.evidence, EVIDENCE_SHARE))
+    bm25_raws: list[dict[tuple, float]] = [{} for _arm in arms]
+    vector_raw: dict[tuple, float] = {}
+    query_vectors: dict[int, object] = {}  # one embedding of the query per embedder the sources share
+    for label, index, table in sources:
+        indexes[label] = index
+        if mode in ("hybrid", "bm25"):
+            for n, (text, _share) in enumerate(arms):
+                required = mode == "bm25" and n == 0
+                for row in reading(index.paths, lambda: _bm25_arm(table, text, where, fetch, required=required)):
+                    key = (label, row["id"])
+                    if key not in bm25_raws[n]:
+                        bm25_raws[n][key] = float(row["_score"])
+                        rows.setdefault(key, row)
+        if mode in ("hybrid", "vector"):
+            embedder = index.embedder
+            if id(embedder) not in query_vectors:
+                query_vectors[id(embedder)] = embedder.embed_query(plan.vector_text)
+            vector = query_vectors[id(embedder)]
+            for row in reading(index.paths, lambda: _vector_arm(table, vector, where, fetch)):
+                key = (label, row["id"])
+                if key not in vector_raw:
+                    # Cosine distance is in [0, 2]; similarity keeps "higher is better" like the BM25 score.
+                    vector_raw[key] = 1.0 - float(row["_distance"])
+                    rows.setdefault(key, row)
 
-    bm25: dict[str, float] = {}
-    for part, share in bm25_parts:
-        for key, value in part.items():
-            bm25[key] = bm25.get(key, 0.0) + share * value
+    bm25: dict[tuple, float] = {}
+    if mode in ("hybrid", "bm25"):
+        for raw, (_text, share) in zip(bm25_raws, arms):
+            for key, value in _fusion.normalize(raw).items():
+                bm25[key] = bm25.get(key, 0.0) + share * value
     vector = _fusion.normalize(vector_raw)
     if mode == "bm25":
         scores = dict(bm25)
     elif mode == "vector":
         scores = dict(vector)
     elif fusion == "rrf":
-        scores = _fusion.rrf(vector_order, bm25_order)
+        # Ranks over the union, by raw score (a stable sort keeps each arm's own order among equal scores).
+        scores = _fusion.rrf(sorted(vector_raw, key=lambda key: -vector_raw[key]),
+                             sorted(bm25_raws[0], key=lambda key: -bm25_raws[0][key]))
     else:
         scores = _fusion.linear(vector, bm25, weight)
     if plan.frames and mode != "vector":
-        frames = reading(index.paths, lambda: _frame_arm(index, table, plan.frames, where))
-        for key, (value, row) in frames.items():
-            rows.setdefault(key, row)
-            scores[key] = scores.get(key, 0.0) + FRAME_WEIGHT * value
+        for label, index, table in sources:
+            frames = reading(index.paths, lambda: _frame_arm(index, table, plan.frames, where))
+            for chunk_id, (value, row) in frames.items():
+                key = (label, chunk_id)
+                rows.setdefault(key, row)
+                scores[key] = scores.get(key, 0.0) + FRAME_WEIGHT * value
     for key in scores:
         role = path_role(rows[key]["path"], rows[key]["language"] or "")
         if role and role not in plan.wanted_roles:
@@ -197,9 +229,47 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     if top > 0.0:  # frames, file support and the role factor move scores: the best match is 1.0 again
         scores = {key: value / top for key, value in scores.items()}
 
-    best = sorted(scores, key=lambda key: (-scores[key], rows[key]["path"], rows[key]["start_line"], key))[:k]
-    staleness = _Staleness(index)
-    return [_match(rows[key], scores[key], vector.get(key), bm25.get(key), staleness) for key in best]
+    best = sorted(scores, key=lambda key: (-scores[key], key[0], rows[key]["path"], rows[key]["start_line"], key))[:k]
+    staleness = {label: _Staleness(index) for label, index in indexes.items()}
+    return [(key[0], _match(rows[key], scores[key], vector.get(key), bm25.get(key), staleness[key[0]]))
+            for key in best]
+
+
+def search_response(index, query, **options) -> dict:
+    """What ``search/query`` answers and ``localidx search --json`` prints, in-process or through the daemon alike:
+    ``{"matches": [Match.to_dict(), ...], "warnings": [...]}``; a query over ``MAX_QUERY_CHARS`` is cut, and said so
+    in ``warnings``. ``options`` are ``search``'s."""
+    if not isinstance(query, str):
+        raise UsageError("the query must be text")
+    query, warnings = limit_query(query)
+    return {"matches": [m.to_dict() for m in search(index, query, **options)], "warnings": warnings}
+
+
+def search_all_repos(query, **options) -> dict:
+    """``search_response`` over every repository in the per-user registry (``--all-repos``): each match labelled
+    with its ``repo``, scores comparable across them (``search_sources``); ``warnings`` also name the repositories
+    that could not be searched."""
+    from localidx.registry import open_all
+
+    if not isinstance(query, str):
+        raise UsageError("the query must be text")
+    query, warnings = limit_query(query)
+    opened, problems = open_all()
+    try:
+        sources = []
+        for name, index in opened:
+            table = index.store.snapshot()
+            if table is None:
+                problems.append(f"{name}: not indexed yet")
+            else:
+                sources.append((name, index, table))
+        if not opened:
+            problems.append("no indexed repositories are registered: run `localidx index` in one")
+        found = search_sources(sources, query, **options)
+    finally:
+        for _name, index in opened:
+            index.close()
+    return {"matches": [{"repo": name, **match.to_dict()} for name, match in found], "warnings": problems + warnings}
 
 
 @dataclass(frozen=True)
@@ -242,17 +312,18 @@ def plan_query(query: str) -> QueryPlan:
                      frames=tuple(evidence.frames), report=True, wanted_roles=frozenset(wanted))
 
 
-def _with_file_support(scores: dict[str, float], rows: dict[str, dict]) -> dict[str, float]:
+def _with_file_support(scores: dict[tuple, float], rows: dict[tuple, dict]) -> dict[tuple, float]:
     """Each chunk's score plus ``FILE_SUPPORT`` times the two best other scores of its file, each capped at the
-    chunk's own: the best chunk of a file answering in several places carries them, the file's order is kept."""
-    by_file: dict[str, list[float]] = {}
+    chunk's own: the best chunk of a file answering in several places carries them, the file's order is kept.
+    Keys are (source label, chunk id): a file is a path in one source."""
+    by_file: dict[tuple, list[float]] = {}
     for key, value in scores.items():
-        by_file.setdefault(rows[key]["path"], []).append(value)
+        by_file.setdefault((key[0], rows[key]["path"]), []).append(value)
     for values in by_file.values():
         values.sort(reverse=True)
     out = {}
     for key, value in scores.items():
-        others = by_file[rows[key]["path"]]
+        others = by_file[(key[0], rows[key]["path"])]
         support, taken, skipped_self = 0.0, 0, False
         for other in others:
             if not skipped_self and other == value:
@@ -329,9 +400,10 @@ def _frame_arm(index, table, frames, where: str | None) -> dict[str, tuple[float
     for path, frame, _tail in resolved:
         weight = FRAME_DECAY ** files.index(path)
         for row in by_path.get(path, []):
-            symbol = (row["symbol"] or "").replace("::", ".").split(".")[-1]
+            # A merged chunk of tiny symbols defines each of its symbols (its symbol is their names joined).
+            names = {(s or "").replace("::", ".").split(".")[-1] for s in (row.get("symbols") or [row["symbol"]])}
             hit = (frame.line and row["start_line"] <= frame.line <= row["end_line"]) or (
-                frame.function and symbol == frame.function)
+                frame.function and frame.function in names)
             value = weight * (1.0 if hit else FRAME_MISS)
             found[row["id"]] = (found[row["id"]][0] + value if row["id"] in found else value, row)
     return found

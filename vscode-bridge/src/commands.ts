@@ -17,7 +17,7 @@ import * as vscode from "vscode";
 import { DaemonClient, DaemonDownError, RequestOptions } from "./client";
 import { Cli } from "./daemon";
 import { DaemonUnavailableError, NotInstalledError, ResponseError, isIndexNotReady, message } from "./errors";
-import { ContextBuildParams, ContextBuildResult, ErrorCode, Method, ParamsOf, ResultOf } from "./protocol";
+import { ContextBuildParams, ContextBuildResult, ErrorCode, MAX_QUERY_CHARS, Method, ParamsOf, ResultOf } from "./protocol";
 import { showSearch } from "./searchPick";
 import { BarState, describe, fromError, fromIndexStatus, label } from "./status";
 import { StatusBar } from "./statusBar";
@@ -32,7 +32,6 @@ export const COMMANDS = {
   showLogs: "localidx.showLogs",
 } as const;
 
-export const MAX_QUERY_CHARS = 4096;
 const CONTEXT_TIMEOUT_MS = 120_000;
 const REINDEX_POLL_MS = 1_000;
 
@@ -208,7 +207,6 @@ export class Bridge implements vscode.Disposable {
       title: "localidx: Copy Context for Question",
       prompt: "Your question; the prompt with the code it needs goes to the clipboard",
       value: selectedText(vscode.window.activeTextEditor),
-      validateInput: (value) => (value.length > 8192 ? "At most 8192 characters." : undefined),
     });
     if (!query?.trim()) {
       return undefined;

@@ -13,6 +13,8 @@
 
 export const PROTOCOL_VERSION = 1;
 export const MAX_FRAME_BYTES = 1024 * 1024;
+/** The longest query the daemon reads; longer text is cut to it, with a warning in the result (never refused). */
+export const MAX_QUERY_CHARS = 32 * 1024;
 
 /** Error codes: the JSON-RPC ones, then localidx's own. */
 export const ErrorCode = {
@@ -177,6 +179,8 @@ export interface Match {
 
 export interface SearchResult {
   matches: Match[];
+  /** What the daemon fixed in the request (a query cut to MAX_QUERY_CHARS, text that was not valid Unicode). */
+  warnings?: string[];
 }
 
 export interface ContextBuildResult {

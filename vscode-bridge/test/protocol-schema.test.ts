@@ -9,7 +9,7 @@ import * as os from "node:os";
 import { describe, it } from "node:test";
 
 import { Cli } from "../src/daemon";
-import { ErrorCode, MAX_FRAME_BYTES, METHODS, PROTOCOL_VERSION, SEARCH_MODES } from "../src/protocol";
+import { ErrorCode, MAX_FRAME_BYTES, MAX_QUERY_CHARS, METHODS, PROTOCOL_VERSION, SEARCH_MODES } from "../src/protocol";
 import { NO_LOCALIDX, findLocalidx } from "./helpers";
 
 interface ParamsSchema {
@@ -20,6 +20,7 @@ interface ParamsSchema {
 interface Schema {
   protocol_version: number;
   max_frame_bytes: number;
+  max_query_chars: number;
   errors: Record<string, string>;
   methods: Record<string, { params: ParamsSchema }>;
   reserved_methods: string[];
@@ -31,10 +32,11 @@ describe("src/protocol.ts matches `localidx protocol schema`", { skip: executabl
   let schema: Schema;
   const load = async () => (schema ??= (await new Cli({ executable: executable!, cwd: os.tmpdir() }).schema()) as unknown as Schema);
 
-  it("has the same protocol version and frame limit", async () => {
+  it("has the same protocol version, frame limit and query limit", async () => {
     await load();
     assert.equal(PROTOCOL_VERSION, schema.protocol_version);
     assert.equal(MAX_FRAME_BYTES, schema.max_frame_bytes);
+    assert.equal(MAX_QUERY_CHARS, schema.max_query_chars);
   });
 
   it("has the same method names", async () => {

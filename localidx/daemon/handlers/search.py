@@ -10,8 +10,8 @@ from localidx.errors import UsageError
 
 
 def handle(daemon, params: dict) -> dict:
-    """``{"matches": [Match.to_dict(), ...]}``, best first."""
-    from localidx.retrieve import search
+    """``{"matches": [Match.to_dict(), ...], "warnings": [...]}``, best first (``retrieve.search.search_response``)."""
+    from localidx.retrieve.search import search_response
 
     kind = params.get("kind")
     if kind:
@@ -20,6 +20,5 @@ def handle(daemon, params: dict) -> dict:
         if kind not in KINDS:
             raise UsageError(f"unknown kind(s) {kind}; known: {', '.join(KINDS)}")
     with daemon.reader() as index:
-        matches = search(index, params["query"], k=params.get("k", 10), mode=params.get("mode", "hybrid"),
-                         language=params.get("lang"), path_glob=params.get("path"), kind=kind)
-    return {"matches": [m.to_dict() for m in matches]}
+        return search_response(index, params["query"], k=params.get("k", 10), mode=params.get("mode", "hybrid"),
+                               language=params.get("lang"), path_glob=params.get("path"), kind=kind)
