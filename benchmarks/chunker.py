@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from localidx.chunk import chunk_file  # noqa: E402
 from localidx.config import Settings  # noqa: E402
-from localidx.indexer import map_files  # noqa: E402
+from localidx.workers import map_files  # noqa: E402
 
 
 def corpus_files(root: Path, limit: int | None) -> list[Path]:

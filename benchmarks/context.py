@@ -70,7 +70,7 @@ def fill_vectors(repo: Path) -> int:
     import numpy as np
 
     from localidx.config import load_settings
-    from localidx.indexer import open_index
+    from localidx.store.index import open_index
 
     settings = load_settings(repo)
     index = open_index(repo, True, settings)

@@ -207,7 +207,7 @@ def main() -> None:
               f"({status.get('chunks_with_vectors')} with vectors)")
         print(f"    socket (one Client)   {ms(sock_times)}")
 
-        from localidx.indexer import open_index
+        from localidx.store.index import open_index
         from localidx.retrieve import search
 
         index = open_index(repo, True, settings, read_only=True)

@@ -145,7 +145,7 @@ def _run_child(repo: Path, home: Path, tag: str, poll=None, model: str | None = 
 
 def _poller(repo: Path, home: Path, model: str | None):
     from localidx.config import load_settings
-    from localidx.indexer import open_index
+    from localidx.store.index import open_index
     from localidx.retrieve import search
 
     settings = load_settings(repo, {"home": str(home), "embed_model": model})

@@ -121,7 +121,7 @@ def _file_rows(job):
 
 def real_rows(want: int, model_id: str) -> list[list[dict]]:
     """Rows of real stdlib files, grouped by file, until ``want`` rows (on every core, before lancedb is imported)."""
-    from localidx.indexer import map_files
+    from localidx.workers import map_files
 
     files = stdlib_files()
     out, total = [], 0
@@ -218,7 +218,7 @@ def main() -> None:
     import numpy as np
 
     from localidx.config import load_settings
-    from localidx.indexer import open_index
+    from localidx.store.index import open_index
     from localidx.retrieve import search
     from localidx.store.lance import ANN_MIN_ROWS
 

@@ -57,11 +57,15 @@ def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> No
             raise UsageError(f"{path}: no such file")
         if path.is_dir():
             raise UsageError(f"{path} is a directory; give files (or run `localidx index --dry-run {path}`)")
-    root, _in_git = find_root(Path.cwd())
-    settings = _settings(root, max_tokens=max_tokens)
     records = []
+    settings_by_root: dict = {}
     for path in paths:
-        rel = _repo_relative(root, path)
+        # Each path is chunked as part of its own repository (the one it is in, not the current directory's).
+        root, _in_git = find_root(path.absolute().parent)
+        if root not in settings_by_root:
+            settings_by_root[root] = _settings(root, max_tokens=max_tokens)
+        settings = settings_by_root[root]
+        rel = _repo_relative(root, path.absolute())
         _text, data, _bad = read_source(path)
         result = chunk_file(rel, data, settings)
         if result.skipped:
@@ -108,8 +112,12 @@ class _Progress:
             click.echo(text, err=True)
 
     def __call__(self, event: str, **data) -> None:
-        if event == "scan":
-            self._show(f"{data['files']} files, {data['changed']} to chunk, {data['deleted']} deleted", final=True)
+        if event in ("repair", "rebuild", "switched"):
+            self._show(f"{event}: {data['message']}" if event == "repair" else data["message"], final=True)
+        elif event == "scan":
+            skipped = f" ({data['skipped']} skipped by name or rule)" if data["skipped"] else ""
+            self._show(f"{data['files']} files{skipped}: {data['changed']} new or changed to read, "
+                       f"{data['deleted']} deleted", final=True)
         elif event == "chunk":
             done, total = data["done"], data["total"]
             self._show(f"chunking {done}/{total} files", final=done == total)
@@ -136,7 +144,7 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
           limit_files: int | None, as_json: bool, workers: int | None, quiet: bool) -> None:
     """Index the repository (or only PATH inside it): chunk what changed, embed what is new."""
     from localidx.discover import find_root
-    from localidx.indexer import dry_run as run_dry
+    from localidx.dryrun import dry_run as run_dry
     from localidx.indexer import run_index
 
     target = path or Path.cwd()
@@ -168,15 +176,21 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     if as_json:
         _echo_json(stats)
         return
+    failed = f", {stats['files_failed']} failed" if stats.get("files_failed") else ""
     click.echo(f"indexed {root}: {stats['files_processed']} files chunked, {stats['files_unchanged']} unchanged, "
-               f"{stats['files_deleted']} deleted, {stats['files_skipped']} skipped")
+               f"{stats['files_skipped']} skipped{failed}; {stats['files_deleted']} deleted")
     click.echo(f"  chunks: {stats['chunks_written']} written, {stats['chunks_deleted']} deleted, "
                f"{stats['chunks_embedded']} embedded, {stats['chunks_reused']} vectors reused, "
                f"{stats['chunks_pending']} waiting for vectors")
     rate = f", {stats['rate']} chunks/s" if stats["rate"] else ""
     click.echo(f"  {stats['duration_s']:.2f} s (write {stats['write_s']:.2f} s, embed {stats['embed_s']:.2f} s{rate})")
-    for err in stats["errors"][:10]:
-        click.echo(f"  sentinel: {err['path']}: {err['reason']}")
+    if stats.get("repairs"):
+        click.echo(f"  repaired: {'; '.join(stats['repairs'])}")
+    problems = stats.get("failed_files") or []
+    if problems or stats["errors"]:
+        paths = {p["path"] for p in problems} | {e["path"] for e in stats["errors"]}
+        click.echo(f"  {len(paths)} files had errors ({len(stats['errors'])} error chunks, {len(problems)} failed "
+                   f"stages): `localidx status` lists them")
 
 
 @cli.command()
@@ -214,8 +228,14 @@ def status(as_json: bool) -> None:
     if run:
         click.echo(f"  last run: {run['files_processed']} files chunked, {run['chunks_embedded']} embedded, "
                    f"{run['duration_s']} s")
+    if report.get("skipped_by_reason"):
+        click.echo("  skipped " + ", ".join(f"{k} {v}" for k, v in report["skipped_by_reason"].items()))
     for err in report["errors"][:20]:
-        click.echo(f"  error  {err['path']}:{err['lines'][0]}-{err['lines'][1]}  {err['reason']}")
+        click.echo(f"  error chunk  {err['path']}:{err['lines'][0]}-{err['lines'][1]}  {err['reason']}")
+    for problem in report.get("failed_files", [])[:20]:
+        click.echo(f"  failed  {problem['path']}  {problem['stage']}: {problem['reason']}")
+    for line in report.get("damage", []):
+        click.echo(f"  damaged: {line} (run `localidx index`)")
     if report["state"] == "EMPTY":
         click.echo("  nothing indexed yet: run `localidx index`")
 
@@ -264,7 +284,7 @@ def _running_daemon(root: Path, in_git: bool, settings):
 
 
 def _open_for_reading(root: Path, in_git: bool, settings):
-    from localidx.indexer import open_index
+    from localidx.store.index import open_index
 
     return open_index(root, in_git, settings, read_only=True)
 

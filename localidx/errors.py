@@ -26,4 +26,11 @@ class ConfigError(LocalidxError):
     exit_code = 2
 
 
+class IndexDamaged(LocalidxError):
+    """The index's files are damaged (a catalog that is not a database, a table LanceDB cannot read); the message
+    says what happened, and that `localidx index` repairs it."""
+
+    exit_code = 1
+
+
 INTERNAL_ERROR_EXIT = 3

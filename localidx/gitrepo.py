@@ -56,6 +56,18 @@ def open_repo(start: Path) -> pygit2.Repository | None:
     return repo
 
 
+def bare_repository(start: Path) -> Path | None:
+    """The bare repository ``start`` is in (its git directory), or None."""
+    try:
+        git_dir = pygit2.discover_repository(str(start))
+        if git_dir is None:
+            return None
+        repo = pygit2.Repository(git_dir)
+    except (pygit2.GitError, OSError, ValueError):
+        return None
+    return Path(repo.path).resolve() if repo.is_bare else None
+
+
 def work_root(repo: pygit2.Repository) -> Path:
     """The top directory of the repository's work tree (for a linked worktree, that worktree's top)."""
     return Path(repo.workdir).resolve()

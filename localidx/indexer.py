@@ -1,18 +1,30 @@
 """The indexer: the single writer of an index. Discovered files -> chunks (every core) -> rows -> vectors.
 
-``run_index`` holds the work tree's write lock for its whole run and is the only code that mutates the store:
+``run_index`` holds the work tree's write lock for its whole run; ``sync_work_tree`` (one pass, also what the
+daemon's writer thread runs) is the only code that mutates the store:
 
+0. Check the catalog and the chunk table against each other (``localidx.store.index.diagnose``) and repair what
+   is damaged, each kind said in one line: files whose rows are gone are indexed again, rows nobody vouches for are
+   removed, an unreadable vector cache is emptied; a missing or unreadable table, a damaged catalog, a new model or
+   schema, stale call relations or ``--rebuild`` build a new *generation* beside the current one, switched to only
+   once its rows are written, so searches answer throughout and a rebuild killed early changes nothing.
 1. Compare the discovered files with the catalog (stat first, git blob id when the stat changed): only files whose
    content changed are chunked; files gone (deleted, now ignored or skipped) lose their rows.
-2. Chunk the changed files on every core; write their rows in batches, one LanceDB commit per batch (a file is never
-   half old and half new), then record them in the catalog. Rows whose embedding key is in the vector cache get
-   their vector at once; the rest are written without one. The full-text index is updated: BM25 search works now.
-   With ``summarize`` on, code rows first get their cached LLM explanations (``localidx.summarize``), and after the
-   write the summarize stage explains the rest, rewriting those rows with a null vector (an LLM failure only stops it).
+2. Chunk the changed files on every core (``localidx.workers``); write their rows in batches, one LanceDB commit per
+   batch (a file is never half old and half new), then their call relations, then their catalog records. Rows whose
+   embedding key is in the vector cache get their vector at once; the rest are written without one. The full-text
+   index is updated: BM25 search works now. With ``summarize`` on, code rows first get their cached LLM explanations
+   (``localidx.summarize``), and after the write the summarize stage explains the rest.
 3. Fill the missing vectors, highest priority first, embedding only text the cache has never seen.
 
+**A failure costs its file only.** Reading, chunking (a chunker error, even a crashed worker process), building
+rows ([META], embedding keys), call relations, embedding and writing are each guarded per file: the file gets an
+error chunk (and line windows) or stays out of the index, the failure is recorded in the catalog's ``problems``
+(``status`` lists them) and in the run's ``failed_files``, and the run goes on. LanceDB failing to read its own files
+is not a file's failure but damage: the pass stops, and the next pass (``run_index`` starts it at once) repairs it.
+
 A run killed at any point leaves rows the catalog vouches for, plus at most some rows it does not: the next run
-removes those (``dirty`` marker) and redoes what is missing. ``dry_run`` chunks the same way and writes nothing.
+removes those (``dirty`` marker) and redoes what is missing.
 """
 
 from __future__ import annotations
@@ -20,153 +32,34 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from localidx.config import Settings
+from localidx.errors import IndexDamaged
+from localidx.store.index import Index, open_index_at
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class FileSummary:
-    """What one worker reports about one file (small, so that it crosses process boundaries cheaply)."""
-
-    path: str
-    language: str = ""
-    skipped: str | None = None
-    chunks_by_kind: dict = field(default_factory=dict)
-    symbols: int = 0
-    size: int = 0
-    errors: list = field(default_factory=list)
-    invalid_utf8: bool = False
-    redactions: int = 0
-
-
-@dataclass
-class DryRunReport:
-    root: str
-    in_git: bool
-    files_processed: int = 0
-    files_skipped: int = 0
-    skipped_by_reason: dict = field(default_factory=dict)
-    skipped_files: list = field(default_factory=list)  # [{"path", "reason"}]
-    chunks: int = 0
-    chunks_by_kind: dict = field(default_factory=dict)
-    chunks_by_language: dict = field(default_factory=dict)
-    symbols: int = 0
-    bytes: int = 0
-    errors: list = field(default_factory=list)  # [{"path", "reason"}]
-    invalid_utf8_files: list = field(default_factory=list)
-    redactions: int = 0
-    duration_s: float = 0.0
-    files_per_s: float = 0.0
-    mb_per_s: float = 0.0
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def _workers(settings: Settings) -> int:
-    if settings.workers:
-        return settings.workers
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def _summarize(job: tuple[str, str, Settings, frozenset | None]) -> FileSummary:
-    from localidx.chunk import chunk_file
-    from localidx.discover import read_source
-    from localidx.errors import LocalidxError
-
-    path, abs_path, settings, kinds = job
-    try:
-        _text, data, _bad = read_source(Path(abs_path))
-    except LocalidxError:
-        return FileSummary(path=path, skipped="unreadable")
-    result = chunk_file(path, data, settings)
-    counts = Counter(c.kind for c in result.chunks if kinds is None or c.kind in kinds)
-    return FileSummary(path=path, language=result.language, skipped=result.skipped, chunks_by_kind=dict(counts),
-                       symbols=result.symbols, size=len(data), errors=result.errors,
-                       invalid_utf8=result.invalid_utf8, redactions=result.redactions)
-
-
-def map_files(func, jobs: list, workers: int) -> Iterator:
-    """``func`` over ``jobs`` on ``workers`` processes (in this process when 1), results in job order."""
-    if workers <= 1 or len(jobs) < 8:
-        yield from map(func, jobs)
-        return
-    import multiprocessing
-    import sys
-
-    if "lancedb" in sys.modules:
-        # LanceDB's runtime threads do not survive a fork: start workers from a clean server process that has
-        # imported only the chunker. That server starts as `python -c ...` in the current directory, usually a
-        # repository, which `-c` would put first on sys.path: its own multiprocessing/ or json/ package would be
-        # imported instead of the real one. PYTHONSAFEPATH (Python 3.11+) keeps it off.
-        os.environ.setdefault("PYTHONSAFEPATH", "1")
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["localidx.chunk", "localidx.indexer"])
-    else:
-        context = multiprocessing.get_context("fork")  # workers inherit the loaded grammars, nothing to re-import
-    with context.Pool(workers) as pool:
-        yield from pool.imap(func, jobs, chunksize=8)
-
-
-def dry_run(root: Path, settings: Settings, only: list[str] | None = None, include_kinds: set[str] | None = None,
-            limit_files: int | None = None) -> DryRunReport:
-    """Walk the repository and chunk every file as indexing would, writing nothing."""
-    from localidx.discover import discover
-
-    started = time.perf_counter()
-    found = discover(root, settings, only=only)
-    files = found.files[:limit_files] if limit_files is not None else found.files
-    report = DryRunReport(root=str(found.root), in_git=found.in_git)
-    skipped = [(s.path, s.reason) for s in found.skipped]
-    kinds = frozenset(include_kinds) if include_kinds else None
-    jobs = [(f.path, str(f.abs_path), settings, kinds) for f in files]
-    by_kind: Counter = Counter()
-    by_language: Counter = Counter()
-    for summary in map_files(_summarize, jobs, _workers(settings)):
-        if summary.skipped:
-            skipped.append((summary.path, summary.skipped))
-            continue
-        report.files_processed += 1
-        report.bytes += summary.size
-        report.symbols += summary.symbols
-        report.redactions += summary.redactions
-        by_kind.update(summary.chunks_by_kind)
-        by_language[summary.language] += sum(summary.chunks_by_kind.values())
-        report.errors.extend({"path": summary.path, "reason": r} for r in summary.errors)
-        if summary.invalid_utf8:
-            report.invalid_utf8_files.append(summary.path)
-    report.files_skipped = len(skipped)
-    report.skipped_files = [{"path": p, "reason": r} for p, r in sorted(skipped)]
-    report.skipped_by_reason = dict(Counter(r for _p, r in skipped).most_common())
-    report.chunks_by_kind = dict(by_kind.most_common())
-    report.chunks_by_language = dict(by_language.most_common())
-    report.chunks = sum(by_kind.values())
-    report.duration_s = round(time.perf_counter() - started, 3)
-    elapsed = max(report.duration_s, 1e-9)
-    report.files_per_s = round(report.files_processed / elapsed, 1)
-    report.mb_per_s = round(report.bytes / 1e6 / elapsed, 2)
-    return report
-
-
-# -- the write path -------------------------------------------------------------------------------------------
+EMBED_COMMIT_ROWS = 256  # vectors per LanceDB commit: small enough that a stopped run loses little
+EMBED_STEP = 16  # texts per model call while filling vectors; new work is looked for between steps
+COMPACT_EVERY_VERSIONS = 64  # table versions (commits) between compactions
+INLINE_EMBED_MAX = 64  # new texts in a write batch that are embedded before it is written rather than after
+OLD_GENERATION_GRACE_S = 300  # a replaced generation is dropped this long after the switch (readers may be on it)
 
 
 @dataclass
 class RunStats:
-    """The record of one indexing run (``localidx index --json`` prints it)."""
+    """The record of one indexing run (``localidx index --json`` prints it).
 
+    Files: every file the run saw is counted once, as ``files_processed + files_unchanged + files_skipped`` (plus
+    ``files_failed``, which are not in the index); ``files_deleted`` counts catalog entries removed."""
+
+    files_seen: int = 0  # listed by discovery, skipped ones included
     files_processed: int = 0  # chunked this run
     files_unchanged: int = 0
     files_skipped: int = 0
+    files_failed: int = 0  # failed at some stage and left out of the index this run (see failed_files)
     files_deleted: int = 0
     chunks_written: int = 0
     chunks_embedded: int = 0  # sent through the model this run
@@ -182,112 +75,200 @@ class RunStats:
     rate: float = 0.0  # chunks embedded per second of embedding
     model: str = ""
     rebuilt: bool = False
+    generation: int = 0
     started_at: float = 0.0
-    errors: list = field(default_factory=list)
+    skipped_by_reason: dict = field(default_factory=dict)
+    errors: list = field(default_factory=list)  # error chunks: [{"path", "reason"}]
+    failed_files: list = field(default_factory=list)  # [{"path", "stage", "reason"}]: a stage failed for the file
+    repairs: list = field(default_factory=list)  # one line per kind of damage found and what was done about it
     warnings: list = field(default_factory=list)  # one line each: a stage that stopped (an unreachable LLM...)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def skip(self, reason: str) -> None:
+        self.files_skipped += 1
+        self.skipped_by_reason[reason] = self.skipped_by_reason.get(reason, 0) + 1
 
-@dataclass
-class Index:
-    """An opened index: where it lives, its catalog and its tables."""
-
-    paths: "object"
-    settings: Settings
-    catalog: "object"
-    store: "object"
-    embedder: "object"
-
-    def close(self) -> None:
-        self.catalog.close()
+    def fail(self, path: str, stage: str, reason: str) -> None:
+        self.failed_files.append({"path": path, "stage": stage, "reason": reason})
 
 
-def open_index(root: Path, in_git: bool, settings: Settings, read_only: bool = False, embedder=None) -> Index:
-    """Open (or, for writing, create) the index of the work tree at ``root``; ``embedder`` reuses a loaded model
-    (the daemon's) instead of making one."""
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+
+# -- running -----------------------------------------------------------------------------------------------------
+
+
+def run_index(root: Path, in_git: bool, settings: Settings, only: list[str] | None = None, rebuild: bool = False,
+              embed: bool = True, wait_s: float = 0.0, progress=None) -> RunStats:
+    """Bring the index of the work tree at ``root`` up to date (see the module docstring)."""
+    from localidx.lock import WriteLock
     from localidx.store.paths import index_paths
 
-    return open_index_at(index_paths(root, in_git, settings.home), settings, read_only=read_only, embedder=embedder)
+    paths = index_paths(root, in_git, settings.home)
+    with WriteLock(paths.lock, wait_s=wait_s):
+        index = open_for_writing(paths, settings, progress=progress)
+        try:
+            try:
+                return sync_work_tree(index, root, settings, only=only, rebuild=rebuild, embed=embed,
+                                      progress=progress)
+            except IndexDamaged as exc:
+                # Damage found while writing (a table LanceDB could no longer read): the marker is set, and the
+                # next pass rebuilds. Run it now, once.
+                log.info("%s: repairing", exc)
+                return sync_work_tree(index, root, settings, only=None, embed=embed, progress=progress)
+        finally:
+            index.close()
 
 
-def open_index_at(paths, settings: Settings, read_only: bool = False, embedder=None, store=None) -> Index:
-    """``open_index`` for known ``IndexPaths``. Read-only opens write nothing (a missing index reads as empty).
-    ``store``: a ChunkStore to share (the daemon's readers share one LanceDB connection, and so its index caches)."""
-    from localidx.embed import get_embedder
-    from localidx.store.catalog import Catalog
+def open_for_writing(paths, settings: Settings, embedder=None, progress=None) -> Index:
+    """Open the current generation for writing; a catalog SQLite cannot open is moved aside (``.damaged``) and
+    replaced by an empty one, and the damage is marked so that the pass rebuilds the index. The caller holds the
+    write lock."""
+    from localidx.store.index import mark_damaged
 
-    embedder = embedder or get_embedder(settings.embed_model, threads=settings.embed_threads or None)
-    store = store or open_store(paths, settings, embedder, read_only=read_only)
-    catalog = Catalog(paths.catalog, create=not read_only)
-    return Index(paths=paths, settings=settings, catalog=catalog, store=store, embedder=embedder)
-
-
-def open_store(paths, settings: Settings, embedder, read_only: bool = False):
-    """The ChunkStore of the work tree at ``paths`` for this model and these settings."""
-    from localidx.store.lance import ChunkStore
-    from localidx.summarize import table_variant
-
-    return ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only,
-                      variant=table_variant(settings))
-
-
-def embed_key(model_id: str, search_text: str) -> str:
-    """The embedding cache key: the model, the [META] version and the exact text the model reads."""
-    import hashlib
-
-    from localidx.embed import embedding_input
-    from localidx.enrich import META_VERSION
-
-    material = f"{model_id}\0{META_VERSION}\0{embedding_input(search_text)}"
-    return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _row(chunk, file_hash: str, model_id: str) -> dict:
-    import json
-
-    from localidx.enrich import identifier_words
-
-    words = " ".join(identifier_words(chunk.text, limit=400))
-    search_text = chunk.search_text
-    return {
-        "id": chunk.id, "path": chunk.path, "language": chunk.language, "kind": chunk.kind,
-        "symbol": chunk.symbol, "name": chunk.name, "title": chunk.title, "parent": chunk.parent,
-        "parent_id": chunk.parent_id or "", "level": chunk.level, "start_line": chunk.start_line,
-        "end_line": chunk.end_line, "chunk_index": chunk.chunk_index, "overlap_lines": chunk.overlap_lines,
-        "token_count": chunk.token_count, "priority": int(chunk.tags.get("priority", 0)),
-        "signature": chunk.signature, "doc": chunk.doc, "text": chunk.text, "search_text": search_text,
-        # BM25 reads the search text plus every identifier split into words: "verify token" finds verifyToken.
-        "bm25_text": f"{search_text}\n{words}", "calls": chunk.calls, "symbols": chunk.symbols,
-        "tags": json.dumps(chunk.tags, sort_keys=True), "content_hash": chunk.content_hash,
-        "span_hash": chunk.span_hash, "file_hash": file_hash, "embed_key": embed_key(model_id, search_text),
-        "vector": None,
-    }
-
-
-def _chunk_job(job: tuple[str, str, str, Settings]):
-    """Worker: read, hash and (when the content changed) chunk one file.
-
-    Returns (path, (mtime_ns, size), blob id, FileChunks or None when the content is what the catalog has, skip
-    reason or None)."""
-    import pygit2
-
-    from localidx.chunk import chunk_file
-    from localidx.discover import read_source
-    from localidx.errors import LocalidxError
-
-    path, abs_path, known_hash, settings = job
     try:
-        st = os.stat(abs_path)
-        _text, data, _bad = read_source(Path(abs_path))
-    except (OSError, LocalidxError):
-        return path, None, "", None, "unreadable"
-    blob = str(pygit2.hash(data))
-    if blob == known_hash:
-        return path, (st.st_mtime_ns, st.st_size), blob, None, None
-    result = chunk_file(path, data, settings)
-    return path, (st.st_mtime_ns, st.st_size), blob, result, result.skipped
+        return open_index_at(paths, settings, embedder=embedder)
+    except IndexDamaged as exc:
+        catalog = paths.catalog
+        aside = catalog.with_name(catalog.name + ".damaged")
+        line = f"{exc}: moved aside to {aside.name}"
+        log.info(line)
+        if progress is not None:
+            progress("repair", message=line)
+        for suffix in ("-wal", "-shm", "-journal"):
+            try:
+                os.unlink(f"{catalog}{suffix}")
+            except OSError:
+                pass
+        os.replace(catalog, aside)
+        mark_damaged(paths, f"the catalog was damaged ({exc})")
+        return open_index_at(paths, settings, embedder=embedder)
+
+
+def sync_work_tree(index: Index, root: Path, settings: Settings, only: list[str] | None = None,
+                   rebuild: bool = False, embed: bool = True, progress=None, should_stop=None) -> RunStats:
+    """One pass that brings the index in line with the work tree at ``root`` (the module docstring's steps). The
+    caller holds the write lock (``run_index`` does; the daemon holds it for its lifetime). ``should_stop`` is asked
+    between embedding batches: when it returns True the pass ends with vectors still pending, to be filled by a
+    later pass. After a rebuild ``index`` holds the new generation."""
+    from localidx.store.relations import Relations
+    from localidx.summarize import open_explainer
+
+    progress = progress or (lambda *a, **k: None)
+    stats = RunStats(model=index.embedder.model_id, started_at=time.time())
+    started = time.perf_counter()
+    why = _repair(index, stats, progress) or ("--rebuild was asked for" if rebuild else None)
+    bound = index.catalog.get_meta("table")
+    if why is None and bound is not None and bound != index.store.table_name:
+        why = "the embedding model, the schema or the [META] format changed"
+    if why is None and Relations(index.catalog).stale:
+        why = "the call relations were written by an older version"
+    _collect_garbage(index, rebuilding=why is not None)
+    target = index
+    if why is not None:
+        progress("rebuild", message=f"building a new index beside the current one: {why}")
+        log.info("rebuilding: %s", why)
+        stats.rebuilt = True
+        target = open_index_at(index.paths, settings, embedder=index.embedder, generation=index.generation + 1)
+        only = None
+    target.catalog.bind(target.store.table_name)
+    if target.catalog.count() == 0 and target.store.exists():
+        target.store.drop()  # rows no catalog record vouches for (a first run, or a rebuild, killed very early)
+    explainer = open_explainer(target, settings)  # None unless summarize is on; ConfigError without llm_base_url
+    _write_changes(target, root, settings, only, embed, progress, stats, explainer)
+    if target is not index:
+        _switch(index, target)
+        progress("switched", message=f"switched to the rebuilt index (generation {index.generation})")
+    stats.generation = index.generation
+
+    if explainer is not None:
+        explainer.run(stats, progress, should_stop)  # rewrites explained rows with a null vector: filled below
+    if embed:
+        _fill_vectors(index, stats, progress, should_stop)
+    failed_keys = index.catalog.failed_keys("embed")
+    stats.chunks_pending = sum(1 for _id, _p, key in index.store.pending_vectors() if key not in failed_keys)
+    if stats.chunks_written or stats.chunks_embedded or stats.files_deleted:
+        _compact_now_and_then(index)
+    stats.duration_s = round(time.perf_counter() - started, 3)
+    index.catalog.set_last_run(stats.to_dict())
+    from localidx import registry
+
+    # Listed in the per-user registry for cross-repository queries; an unchanged entry costs one small read.
+    changed = bool(stats.chunks_written or stats.chunks_embedded or stats.files_deleted or stats.rebuilt)
+    registry.register(root, index.paths, index.embedder.model_id, changed=changed)
+    return stats
+
+
+# -- damage, generations ------------------------------------------------------------------------------------------
+
+
+def _repair(index: Index, stats: RunStats, progress) -> str | None:
+    """Repair in place what ``diagnose`` finds; the reason for a rebuild when only a new generation repairs it."""
+    from localidx.store.index import clear_damage_mark, diagnose
+    from localidx.store.relations import Relations
+
+    why = None
+    for damage in diagnose(index):
+        line = damage.line()
+        stats.repairs.append(line)
+        log.info("repairing: %s", line)
+        progress("repair", message=line)
+        if damage.rebuild:
+            why = why or damage.detail
+        elif damage.kind == "rows-missing":
+            index.catalog.remove(damage.paths)  # indexed again below, like new files
+            Relations(index.catalog).remove(damage.paths)
+        elif damage.kind == "orphan-rows":
+            index.store.delete_paths(damage.paths)
+            Relations(index.catalog).remove([p for p in damage.paths if index.catalog.get(p) is None])
+        elif damage.kind == "cache-unreadable":
+            index.store.drop_cache()
+    if why is None:
+        clear_damage_mark(index.paths)
+    return why
+
+
+def _collect_garbage(index: Index, rebuilding: bool) -> None:
+    """Drop the tables and catalogs of generations no reader needs any more: all but the current one (and, while
+    rebuilding, the next), the previous one only once ``OLD_GENERATION_GRACE_S`` have passed since the switch. Chunk
+    tables of this work tree made for another model or schema go too."""
+    from localidx.store.index import discard_generation
+
+    current = index.generation
+    keep = {current, current + 1} if rebuilding else {current}
+    switched_at = float(index.catalog.get_meta("switched_at", "0") or 0)
+    if current > 0 and time.time() - switched_at < OLD_GENERATION_GRACE_S:
+        keep.add(current - 1)
+    base = index.store.table_name.removesuffix(f"_g{current}") if current else index.store.table_name
+    index.store.drop_other_tables(keep={base + (f"_g{g}" if g else "") for g in keep})
+    for path in index.paths.worktree.glob("catalog*.sqlite"):
+        generation = _generation_of(path.name)
+        if generation is not None and generation not in keep:
+            discard_generation(index.paths, generation)
+
+
+def _generation_of(name: str) -> int | None:
+    if name == "catalog.sqlite":
+        return 0
+    number = name[len("catalog-g"):-len(".sqlite")] if name.startswith("catalog-g") else ""
+    return int(number) if number.isdigit() else None
+
+
+def _switch(index: Index, target: Index) -> None:
+    """Point readers at ``target``'s generation and make ``index`` hold it from now on."""
+    from localidx.store.index import clear_damage_mark
+
+    target.catalog.set_meta("switched_at", str(time.time()))
+    index.paths.set_generation(target.generation)
+    clear_damage_mark(index.paths)
+    index.catalog.close()
+    index.catalog, index.store, index.generation = target.catalog, target.store, target.generation
+
+
+# -- writing ------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -321,43 +302,96 @@ def _within(path: str, only: list[str] | None) -> bool:
     return only is None or any(path == o or path.startswith(o.rstrip("/") + "/") for o in only)
 
 
-def run_index(root: Path, in_git: bool, settings: Settings, only: list[str] | None = None, rebuild: bool = False,
-              embed: bool = True, wait_s: float = 0.0, progress=None) -> RunStats:
-    """Bring the index of the work tree at ``root`` up to date (see the module docstring)."""
-    from localidx.lock import WriteLock
-    from localidx.store.paths import index_paths
+def _row(chunk, file_hash: str, model_id: str) -> dict:
+    import json
 
-    lock_path = index_paths(root, in_git, settings.home).lock
-    with WriteLock(lock_path, wait_s=wait_s):
-        index = open_index(root, in_git, settings)
-        try:
-            return update(index, root, settings, only=only, rebuild=rebuild, embed=embed, progress=progress)
-        finally:
-            index.close()
+    from localidx.enrich import identifier_words
+    from localidx.store.lance import embed_key
+
+    words = " ".join(identifier_words(chunk.text, limit=400))
+    search_text = chunk.search_text
+    return {
+        "id": chunk.id, "path": chunk.path, "language": chunk.language, "kind": chunk.kind,
+        "symbol": chunk.symbol, "name": chunk.name, "title": chunk.title, "parent": chunk.parent,
+        "parent_id": chunk.parent_id or "", "level": chunk.level, "start_line": chunk.start_line,
+        "end_line": chunk.end_line, "chunk_index": chunk.chunk_index, "overlap_lines": chunk.overlap_lines,
+        "token_count": chunk.token_count, "priority": int(chunk.tags.get("priority", 0)),
+        "signature": chunk.signature, "doc": chunk.doc, "text": chunk.text, "search_text": search_text,
+        # BM25 reads the search text plus every identifier split into words: "verify token" finds verifyToken.
+        "bm25_text": f"{search_text}\n{words}", "calls": chunk.calls, "symbols": chunk.symbols,
+        "tags": json.dumps(chunk.tags, sort_keys=True), "content_hash": chunk.content_hash,
+        "span_hash": chunk.span_hash, "file_hash": file_hash, "embed_key": embed_key(model_id, search_text),
+        "vector": None,
+    }
 
 
-def update(index: Index, root: Path, settings: Settings, only: list[str] | None = None, rebuild: bool = False,
-           embed: bool = True, progress=None, should_stop=None) -> RunStats:
-    """One indexing pass over an opened index. The caller holds the write lock (``run_index`` does; the daemon holds
-    it for its lifetime). ``should_stop`` is asked between embedding batches: when it returns True the pass ends
-    with vectors still pending, to be filled by a later pass."""
-    from localidx.discover import discover
+@dataclass
+class _Pending:
+    """One file's write, ready for a batch: its rows, catalog record, relations and problems."""
+
+    path: str
+    rows: list
+    record: object  # FileRecord
+    relations: object  # FileRelations
+    problems: list  # (path, stage, reason, key)
+    counted: str = "processed"  # how the run counted it: "processed", or the skip reason of a file without rows
+
+
+def _prepare(item, abs_path: str, rec, model_id: str, settings: Settings, stats: RunStats) -> _Pending | None:
+    """Rows, relations and record of a changed file. A failure while building its rows ([META], embedding keys) or
+    its call relations costs the file its symbol chunks: it is written as an error chunk and line windows, and the
+    failure is recorded. None when even that fails (the file then stays out of the index)."""
+    from localidx.chunk import unparsed_file
     from localidx.store.catalog import FileRecord
-    from localidx.store.relations import Relations, file_relations
-    from localidx.summarize import open_explainer
+    from localidx.store.relations import file_relations
+    from localidx.workers import read_file
 
-    progress = progress or (lambda *a, **k: None)
-    explainer = open_explainer(index, settings)  # None unless summarize is on; ConfigError without llm_base_url
-    stats = RunStats(model=index.embedder.model_id, started_at=time.time())
-    started = time.perf_counter()
+    path, result = item.path, item.chunks
+    problems: list = []
+    for attempt in (1, 2):
+        stage = "enrich"
+        try:
+            rows = [_row(c, item.blob, model_id) for c in result.chunks]
+            stage = "relations"
+            relations = file_relations(path, result.chunks, result.imports)
+            break
+        except Exception as exc:  # noqa: BLE001 - a failure costs its file only (module docstring)
+            reason = f"{stage} failed: {_reason(exc)}"
+            log.warning("%s: %s", path, reason)
+            stats.fail(path, stage, reason)
+            problems.append((path, stage, reason, ""))
+            if attempt == 2:
+                stats.files_failed += 1
+                return None
+            read = read_file(abs_path)
+            result = unparsed_file(path, read[1] if read else b"", settings, reason)
+    stats.errors.extend({"path": path, "reason": r} for r in result.errors)
+    record = FileRecord(path, item.blob, item.stat[0], item.stat[1], result.language, [c.id for c in result.chunks], 0)
+    if rec is not None:
+        stats.chunks_deleted += len(set(rec.chunk_ids) - set(record.chunk_ids))
+    return _Pending(path=path, rows=rows, record=record, relations=relations, problems=problems)
+
+
+def _skipped(path: str, item, reason: str) -> _Pending:
+    """A file known and skipped by content (binary, minified...): recorded without rows, so later runs and status
+    need not read it again until it changes; rows it had before go in the same commit as its batch."""
+    from localidx.store.catalog import FileRecord
+    from localidx.store.relations import file_relations
+
+    record = FileRecord(path, item.blob, item.stat[0], item.stat[1], "", [], 0, skipped=reason)
+    return _Pending(path=path, rows=[], record=record, relations=file_relations(path, [], []), problems=[],
+                    counted=reason)
+
+
+def _write_changes(index: Index, root: Path, settings: Settings, only, embed: bool, progress, stats: RunStats,
+                   explainer) -> None:
+    """Steps 1 and 2 of the module docstring: what changed is chunked and written, what is gone removed."""
+    from localidx.discover import discover
+    from localidx.store.relations import Relations
+    from localidx.workers import chunk_changed_file, crashed_chunking, map_files, worker_count
+
     store, catalog = index.store, index.catalog
-    # A rebuild, a new model or schema (a new table name), or a catalog that vouches for nothing: start empty.
-    relations = Relations(catalog)  # call relations, kept beside the catalog records; stale ones force a rebuild
-    stats.rebuilt = catalog.bind(store.table_name, force=rebuild or relations.stale) or rebuild
-    if stats.rebuilt or catalog.count() == 0:
-        store.drop()
-        relations.clear()
-    store.drop_other_tables(index.paths.worktree_key)
+    relations = Relations(catalog)
     if catalog.dirty:
         # The last run died: rows of paths the catalog does not know may exist. Remove them first.
         orphans = sorted(store.indexed_paths() - set(catalog.files()))
@@ -368,88 +402,52 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
 
     found = discover(root, settings, only=only)
     records = catalog.files()
-    stats.files_skipped = len(found.skipped)
+    stats.files_seen = len(found.files) + len(found.skipped)
+    for skipped in found.skipped:
+        stats.skip(skipped.reason)
     changes = work_tree_changes(found.files, records, only)
     gone = changes.gone
     for rec in changes.same:
         if rec.skipped:
-            stats.files_skipped += 1
+            stats.skip(rec.skipped)
         else:
             stats.files_unchanged += 1
     candidates = [(f.path, str(f.abs_path), rec.file_hash if rec else "", settings) for f, rec in changes.changed]
-    progress("scan", files=len(found.files), changed=len(candidates), deleted=len(gone))
+    progress("scan", files=stats.files_seen, skipped=len(found.skipped), changed=len(candidates),
+             deleted=len(gone))
 
-    batch_paths: list[str] = []
-    batch_rows: list[dict] = []
-    batch_records: list = []
-    batch_relations: list = []
-
-    def flush() -> None:
-        if not batch_paths:
-            return
-        if explainer is not None:
-            explainer.annotate(batch_rows)  # cached explanations go into the rows; the other code rows are queued
-        cached = store.cache_get([r["embed_key"] for r in batch_rows])
-        stats.chunks_reused += sum(1 for r in batch_rows if r["embed_key"] in cached)
-        missing = {}
-        for row in batch_rows:
-            if row["embed_key"] not in cached:
-                missing.setdefault(row["embed_key"], row["search_text"])
-        if embed and 0 < len(missing) <= INLINE_EMBED_MAX:
-            # A few new texts (an edit): embed them now and write rows and vectors in one commit; filling them in
-            # later costs a merge over the whole table (seconds at 100k rows).
-            cached.update(_embed_texts(index, missing))
-            stats.chunks_embedded += len(missing)
-        for row in batch_rows:
-            row["vector"] = cached.get(row["embed_key"])
-        store.replace_files(list(batch_paths), list(batch_rows))
-        relations.replace_files(list(batch_relations))
-        catalog.put(list(batch_records))
-        stats.chunks_written += len(batch_rows)
-        batch_paths.clear()
-        batch_rows.clear()
-        batch_records.clear()
-        batch_relations.clear()
-
+    batch = _Batch(index, stats, embed, explainer, relations)
     write_started = time.perf_counter()
-    done = 0
-    for path, st, blob, result, reason in map_files(_chunk_job, candidates, _workers(settings)):
-        done += 1
-        progress("chunk", done=done, total=len(candidates), path=path)
-        rec = records.get(path)
-        if reason == "unreadable":
-            stats.files_skipped += 1
+    jobs = map_files(chunk_changed_file, candidates, worker_count(settings), crashed_chunking)
+    for done, (item, job) in enumerate(zip(jobs, candidates), 1):
+        progress("chunk", done=done, total=len(candidates), path=item.path)
+        rec = records.get(item.path)
+        if item.skipped == "unreadable":
+            stats.skip("unreadable")
             if rec is not None:
-                gone.append(path)
+                gone.append(item.path)
             continue
-        if reason:
-            # Known and skipped by content (binary, minified...): recorded, so later runs and status need not
-            # read it again until it changes; rows it had before go in the same commit as the batch.
-            stats.files_skipped += 1
+        if item.skipped:
+            stats.skip(item.skipped)
             if rec is not None:
                 stats.chunks_deleted += len(rec.chunk_ids)
-            batch_paths.append(path)
-            batch_records.append(FileRecord(path, blob, st[0], st[1], "", [], 0, skipped=reason))
-            batch_relations.append(file_relations(path, [], []))
-            continue
-        if result is None:
-            catalog.touch(path, *st)  # same content, new stat (a touch, a checkout back and forth)
+            batch.add(_skipped(item.path, item, item.skipped))
+        elif item.chunks is None:
+            catalog.touch(item.path, *item.stat)  # same content, new stat (a touch, a checkout back and forth)
             if rec is not None and rec.skipped:
-                stats.files_skipped += 1
+                stats.skip(rec.skipped)
             else:
                 stats.files_unchanged += 1
             continue
-        stats.files_processed += 1
-        stats.errors.extend({"path": path, "reason": r} for r in result.errors)
-        if rec is not None:
-            stats.chunks_deleted += len(set(rec.chunk_ids) - {c.id for c in result.chunks})
-        batch_paths.append(path)
-        batch_rows.extend(_row(c, blob, index.embedder.model_id) for c in result.chunks)
-        batch_records.append(FileRecord(path, blob, st[0], st[1], result.language, [c.id for c in result.chunks], 0))
-        batch_relations.append(file_relations(path, result.chunks, result.imports))
-        if len(batch_rows) >= settings.write_batch_rows:
-            flush()
-    flush()
+        else:
+            pending = _prepare(item, job[1], rec, index.embedder.model_id, settings, stats)
+            if pending is None:
+                continue
+            stats.files_processed += 1
+            batch.add(pending)
+        if batch.rows >= settings.write_batch_rows:
+            batch.flush()
+    batch.flush()
     if gone:
         store.delete_paths(gone)
         relations.remove(gone)
@@ -461,27 +459,95 @@ def update(index: Index, root: Path, settings: Settings, only: list[str] | None 
     progress("written", chunks=stats.chunks_written)
     catalog.set_dirty(False)
 
-    if explainer is not None:
-        explainer.run(stats, progress, should_stop)  # rewrites explained rows with a null vector: filled below
-    if embed:
-        _fill_vectors(index, stats, progress, should_stop)
-    stats.chunks_pending = len(store.pending_vectors())
-    if stats.chunks_written or stats.chunks_embedded or stats.files_deleted:
-        _compact_now_and_then(index)
-    stats.duration_s = round(time.perf_counter() - started, 3)
-    catalog.set_last_run(stats.to_dict())
-    from localidx import registry
 
-    # Listed in the per-user registry for cross-repository queries; an unchanged entry costs one small read.
-    changed = bool(stats.chunks_written or stats.chunks_embedded or stats.files_deleted or stats.rebuilt)
-    registry.register(root, index.paths, index.embedder.model_id, changed=changed)
-    return stats
+class _Batch:
+    """Files waiting to be written together: one LanceDB commit for their rows, then their relations, then their
+    catalog records. A batch that fails to write is written again file by file, so that a file whose rows cannot be
+    written costs only itself; LanceDB failing to read its own files is damage (``IndexDamaged``)."""
+
+    def __init__(self, index: Index, stats: RunStats, embed: bool, explainer, relations):
+        self.index, self.stats, self.embed, self.explainer, self.relations = index, stats, embed, explainer, relations
+        self.files: list[_Pending] = []
+        self.rows = 0
+
+    def add(self, pending: _Pending) -> None:
+        self.files.append(pending)
+        self.rows += len(pending.rows)
+
+    def flush(self) -> None:
+        files, self.files, self.rows = self.files, [], 0
+        if not files:
+            return
+        try:
+            self._write(files)
+        except Exception as exc:  # noqa: BLE001
+            self._damage_or(exc)
+            if len(files) == 1:
+                self._failed(files[0], exc)
+                return
+            for one in files:
+                try:
+                    self._write([one])
+                except Exception as exc_one:  # noqa: BLE001
+                    self._damage_or(exc_one)
+                    self._failed(one, exc_one)
+
+    def _damage_or(self, exc: BaseException) -> None:
+        from localidx.store.index import mark_damaged, storage_error
+
+        reason = storage_error(exc)
+        if reason is not None:
+            mark_damaged(self.index.paths, f"a write to the chunk table failed: {reason}")
+            raise IndexDamaged(f"the index at {self.index.paths.state} is damaged ({reason})") from exc
+
+    def _failed(self, one: _Pending, exc: BaseException) -> None:
+        reason = f"write failed: {_reason(exc)}"
+        log.warning("%s: %s", one.path, reason)
+        self.stats.fail(one.path, "write", reason)
+        self.stats.files_failed += 1
+        if one.counted == "processed":
+            self.stats.files_processed -= 1
+        else:
+            self.stats.files_skipped -= 1
+            self.stats.skipped_by_reason[one.counted] -= 1
+        try:
+            self.index.catalog.set_problems([one.path], [(one.path, "write", reason, "")])
+        except Exception:  # noqa: BLE001 - the record of a failure must not fail the run
+            log.exception("cannot record the failure of %s", one.path)
+
+    def _write(self, files: list[_Pending]) -> None:
+        index, stats = self.index, self.stats
+        store, catalog = index.store, index.catalog
+        rows = [r for f in files for r in f.rows]
+        if self.explainer is not None:
+            self.explainer.annotate(rows)  # cached explanations go into the rows; the other code rows are queued
+        cached = store.cache_get([r["embed_key"] for r in rows])
+        reused = sum(1 for r in rows if r["embed_key"] in cached)
+        missing: dict[str, str] = {}
+        owner: dict[str, str] = {}
+        for f in files:
+            for row in f.rows:
+                if row["embed_key"] not in cached:
+                    missing.setdefault(row["embed_key"], row["search_text"])
+                    owner.setdefault(row["embed_key"], f.path)
+        embedded = {}
+        problems = [p for f in files for p in f.problems]
+        if self.embed and 0 < len(missing) <= INLINE_EMBED_MAX:
+            # A few new texts (an edit): embed them now and write rows and vectors in one commit; filling them in
+            # later costs a merge over the whole table (seconds at 100k rows).
+            embedded = _embed_safely(index, missing, owner, stats, problems)
+        for row in rows:
+            row["vector"] = cached.get(row["embed_key"]) or embedded.get(row["embed_key"])
+        store.replace_files([f.path for f in files], rows)
+        self.relations.replace_files([f.relations for f in files])
+        catalog.put([f.record for f in files])
+        catalog.set_problems([f.path for f in files], problems)
+        stats.chunks_written += len(rows)
+        stats.chunks_reused += reused
+        stats.chunks_embedded += len(embedded)
 
 
-EMBED_COMMIT_ROWS = 256  # vectors per LanceDB commit: small enough that a stopped run loses little
-EMBED_STEP = 16  # texts per model call while filling vectors; new work is looked for between steps
-COMPACT_EVERY_VERSIONS = 64  # table versions (commits) between compactions
-INLINE_EMBED_MAX = 64  # new texts in a write batch that are embedded before it is written rather than after
+# -- vectors ------------------------------------------------------------------------------------------------------
 
 
 def _compact_now_and_then(index: Index) -> None:
@@ -503,10 +569,38 @@ def _embed_texts(index: Index, texts_by_key: dict[str, str]) -> dict:
     return dict(zip(texts_by_key, vectors))
 
 
+def _embed_safely(index: Index, texts_by_key: dict[str, str], owner: dict[str, str], stats: RunStats,
+                  problems: list) -> dict:
+    """``_embed_texts``, and when the model fails on a batch, text by text: a text it cannot embed is its file's
+    failure (``owner``: key -> path), appended to ``problems`` for the catalog (which keeps it from being tried
+    again until it changes), and gets no vector."""
+    try:
+        return _embed_texts(index, texts_by_key)
+    except Exception as exc:  # noqa: BLE001
+        from localidx.store.index import storage_error
+
+        if storage_error(exc) is not None:
+            raise
+        if len(texts_by_key) > 1:
+            found: dict = {}
+            for key, text in texts_by_key.items():
+                found.update(_embed_safely(index, {key: text}, owner, stats, problems))
+            return found
+        (key,) = texts_by_key
+        path = owner.get(key, "")
+        reason = f"embedding failed: {_reason(exc)}"
+        log.warning("%s: %s", path, reason)
+        stats.fail(path, "embed", reason)
+        problems.append((path, "embed", reason, key))
+        return {}
+
+
 def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> None:
-    """Embed the rows that have no vector yet, highest priority first, through the content-addressed cache."""
+    """Embed the rows that have no vector yet, highest priority first, through the content-addressed cache; texts
+    the model failed on before are left alone."""
     store = index.store
-    pending = store.pending_vectors()
+    failed = index.catalog.failed_keys("embed")
+    pending = [p for p in store.pending_vectors() if p[2] not in failed]
     if not pending:
         return
     started = time.perf_counter()
@@ -514,19 +608,24 @@ def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> 
     done = 0
     for start in range(0, total, EMBED_COMMIT_ROWS):
         part = pending[start : start + EMBED_COMMIT_ROWS]
-        rows = store.rows_by_id([p[0] for p in part], ["id", "search_text", "embed_key"])
-        keys = [r["embed_key"] for r in rows]
-        cached = store.cache_get(keys)
-        missing = {}
+        rows = store.rows_by_id([p[0] for p in part], ["id", "path", "search_text", "embed_key"])
+        cached = store.cache_get([r["embed_key"] for r in rows])
+        missing: dict[str, str] = {}
+        owner: dict[str, str] = {}
         for r in rows:
             if r["embed_key"] not in cached:
                 missing.setdefault(r["embed_key"], r["search_text"])
+                owner.setdefault(r["embed_key"], r["path"])
         stopped = False
         keys = list(missing)
         for at in range(0, len(keys), EMBED_STEP):
             step = keys[at : at + EMBED_STEP]
-            cached.update(_embed_texts(index, {k: missing[k] for k in step}))
-            stats.chunks_embedded += len(step)
+            problems: list = []
+            found = _embed_safely(index, {k: missing[k] for k in step}, owner, stats, problems)
+            if problems:
+                index.catalog.add_problems(problems)
+            cached.update(found)
+            stats.chunks_embedded += len(found)
             # Asked between model batches (about a second each), not between commits (ten or more): a save made
             # while a backlog is embedding waits at most one batch before its own pass starts.
             if should_stop is not None and at + EMBED_STEP < len(keys) and should_stop():

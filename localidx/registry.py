@@ -267,7 +267,7 @@ def open_all(settings_loader: Callable | None = None, embedder=None) -> tuple[li
     Each repository's settings come from ``settings_loader(root)`` (default ``load_settings``). Repositories indexed
     with the same model share one embedder (``embedder``, when given, serves those whose model id is its own). An
     index that cannot be opened is skipped with a warning. The caller closes the indexes (``Index.close``)."""
-    from localidx.indexer import open_index_at
+    from localidx.store.index import open_index_at
 
     if settings_loader is None:
         from localidx.config import load_settings as settings_loader

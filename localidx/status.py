@@ -1,8 +1,13 @@
 """The state of an index, read without writing: what ``localidx status`` (and later ``index/status``) reports.
 
-States: ``EMPTY`` (nothing indexed), ``INDEXING`` (a writer holds the lock), ``STALE`` (the work tree differs from
-the catalog: files changed, added or deleted since the last run, or chunks still wait for vectors with no writer to
-embed them), ``READY``.
+States: ``EMPTY`` (nothing indexed), ``INDEXING`` (a writer holds the lock), ``DAMAGED`` (the catalog and the
+chunk table disagree, or one cannot be read: ``damage`` says what, and ``localidx index`` repairs it), ``STALE`` (the
+work tree differs from the catalog: files changed, added or deleted since the last run, or chunks still wait for
+vectors with no writer to embed them), ``READY``.
+
+Counts agree with an indexing run's record: ``files_skipped`` counts files discovery skips (by name or rule) and
+files skipped by content, as the run does; ``failed_files`` lists the files a stage failed on (the catalog's
+``problems``); ``errors`` the error chunks.
 """
 
 from __future__ import annotations
@@ -33,36 +38,46 @@ def _work_tree_changes(root: Path, settings: Settings, records) -> dict:
     from localidx.discover import discover
     from localidx.indexer import work_tree_changes
 
-    changes = work_tree_changes(discover(root, settings).files, records)
-    return {"changed": sorted(f.path for f, _rec in changes.changed), "deleted": sorted(changes.gone)}
+    found = discover(root, settings)
+    changes = work_tree_changes(found.files, records)
+    return {"changed": sorted(f.path for f, _rec in changes.changed), "deleted": sorted(changes.gone),
+            "skipped": Counter(s.reason for s in found.skipped)}
 
 
 def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: bool = True,
                  writing: bool | None = None, embedder=None) -> dict:
     """Everything ``status`` shows, as one JSON-ready dict. ``writing`` says whether a writer is at work (the daemon
     knows; otherwise the write lock is probed); ``embedder`` reuses a loaded model."""
-    from localidx.indexer import open_index
+    from localidx.errors import IndexDamaged
+    from localidx.store.index import diagnose, open_index
+    from localidx.store.paths import index_paths
 
-    index = open_index(root, in_git, settings, read_only=True, embedder=embedder)
+    report = {
+        "root": str(root), "index": "", "table": "", "model": "", "files": 0, "files_skipped": 0,
+        "skipped_by_reason": {}, "chunks": 0, "chunks_with_vectors": 0, "chunks_by_kind": {},
+        "chunks_by_language": {}, "errors": [], "failed_files": [], "damage": [], "last_run": None,
+        "changed_files": [], "deleted_files": [], "embedding_progress": 0.0,
+    }
+    paths = index_paths(root, in_git, settings.home)
+    report["index"] = str(paths.state)
+    if writing is None:
+        writing = _writer_running(paths.lock)
     try:
+        index = open_index(root, in_git, settings, read_only=True, embedder=embedder)
+    except IndexDamaged as exc:
+        report["damage"] = [str(exc)]
+        report["state"] = "INDEXING" if writing else "DAMAGED"
+        return report
+    try:
+        report["table"], report["model"] = index.store.table_name, index.embedder.model_id
         records = index.catalog.files()
-        table = index.store.snapshot()
-        report = {
-            "root": str(root),
-            "index": str(index.paths.state),
-            "table": index.store.table_name,
-            "model": index.embedder.model_id,
-            "files": sum(1 for r in records.values() if not r.skipped),
-            "files_skipped": sum(1 for r in records.values() if r.skipped),
-            "chunks": 0,
-            "chunks_with_vectors": 0,
-            "chunks_by_kind": {},
-            "chunks_by_language": {},
-            "errors": [],
-            "last_run": index.catalog.last_run(),
-            "changed_files": [],
-            "deleted_files": [],
-        }
+        report["files"] = sum(1 for r in records.values() if not r.skipped)
+        skipped = Counter(r.skipped for r in records.values() if r.skipped)
+        report["last_run"] = index.catalog.last_run()
+        report["failed_files"] = index.catalog.problems()
+        damage = [] if writing else diagnose(index)
+        report["damage"] = [d.line() for d in damage]
+        table = None if any(d.rebuild for d in damage) else index.store.snapshot()
         if table is not None:
             cols = table.search().select(["kind", "language", "path", "start_line", "end_line", "text"]).where(
                 "kind = 'error'").limit(None).to_arrow().to_pylist()
@@ -73,19 +88,23 @@ def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: 
             report["chunks_by_kind"] = dict(Counter(r["kind"] for r in meta).most_common())
             report["chunks_by_language"] = dict(Counter(r["language"] for r in meta).most_common())
             report["chunks_with_vectors"] = table.count_rows("vector IS NOT NULL") if meta else 0
-        if writing is None:
-            writing = _writer_running(index.paths.lock)
         if check_work_tree and records:
             changes = _work_tree_changes(root, settings, records)
             report["changed_files"], report["deleted_files"] = changes["changed"], changes["deleted"]
-        pending = report["chunks"] - report["chunks_with_vectors"]
+            skipped += changes["skipped"]
+        report["files_skipped"] = sum(skipped.values())
+        report["skipped_by_reason"] = dict(skipped.most_common())
+        failed_embeds = sum(1 for p in report["failed_files"] if p["stage"] == "embed")
+        pending = report["chunks"] - report["chunks_with_vectors"] - failed_embeds
         report["embedding_progress"] = round(report["chunks_with_vectors"] / report["chunks"], 4) if report[
             "chunks"] else 0.0
         if writing:
             report["state"] = "INDEXING"
+        elif damage:
+            report["state"] = "DAMAGED"
         elif not records or not report["chunks"]:
             report["state"] = "EMPTY"
-        elif report["changed_files"] or report["deleted_files"] or pending:
+        elif report["changed_files"] or report["deleted_files"] or pending > 0:
             report["state"] = "STALE"
         else:
             report["state"] = "READY"

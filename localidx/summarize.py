@@ -1,7 +1,7 @@
 """Summarize: the optional index-time stage that gives every code chunk a short LLM explanation (the design's
 ``explain_md``), added to what BM25 and the embedder read.
 
-Place in the flow: chunk -> enrich ([META]) -> **summarize** -> embed -> store. ``indexer.update`` opens an
+Place in the flow: chunk -> enrich ([META]) -> **summarize** -> embed -> store. ``indexer.sync_work_tree`` opens an
 ``Explainer`` only when ``summarize`` is on (and fails at once, one ``ConfigError`` line, when no ``llm_base_url``
 is set), then:
 
@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -165,7 +166,8 @@ class ExplainCache:
 
     def forget_tables(self, keep: str, suffix: str) -> None:
         """Drop the queues of a work tree's other chunk tables (ending in ``suffix``): those tables are gone."""
-        tables = [t for (t,) in self._db.execute("SELECT DISTINCT chunk_table FROM pending") if t.endswith(suffix)]
+        mine = re.compile(rf"{re.escape(suffix)}(_g\d+)?$")  # any generation of the work tree's index
+        tables = [t for (t,) in self._db.execute("SELECT DISTINCT chunk_table FROM pending") if mine.search(t)]
         for table in tables:
             if table != keep:
                 self._db.execute("DELETE FROM pending WHERE chunk_table = ?", (table,))
@@ -198,9 +200,7 @@ class Explainer:
         self.model = model_label(settings)
         self.prompt = prompt_key()
         self.cache = ExplainCache(cache_path(index.paths))
-        from localidx.store.lance import _slug
-
-        self.cache.forget_tables(keep=self.table, suffix="_" + _slug(index.paths.worktree_key))
+        self.cache.forget_tables(keep=self.table, suffix=index.store.worktree_suffix)
 
     def annotate(self, rows: list[dict]) -> None:
         """Before a batch is written: explain its code rows from the cache; queue the others."""
@@ -294,7 +294,7 @@ class Explainer:
             self.store.ensure_indexes()
 
     def _rewritten(self, row: dict, explanation: str) -> dict:
-        from localidx.indexer import embed_key
+        from localidx.store.lance import embed_key
 
         old = row["search_text"]
         words = row["bm25_text"][len(old) + 1 :] if row["bm25_text"].startswith(old + "\n") else ""

@@ -16,7 +16,8 @@ from conftest import git, init_repo
 from llm_stub import serve_llm, user_message
 from localidx.config import load_settings
 from localidx.errors import UsageError
-from localidx.indexer import open_index, run_index
+from localidx.indexer import run_index
+from localidx.store.index import open_index
 from localidx.retrieve.context import RESPONSE_KEYS, build_for_repository
 from localidx.retrieve.merge import auto_merge, fit_budget
 

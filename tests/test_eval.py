@@ -9,7 +9,8 @@ import pytest
 
 from localidx.config import load_settings
 from localidx.errors import UsageError
-from localidx.indexer import open_index, run_index
+from localidx.indexer import run_index
+from localidx.store.index import open_index
 from localidx.retrieve.evaluate import evaluate, load_queries, ranked_files, score_query
 
 FIXTURE = Path(__file__).parent / "fixtures" / "eval"

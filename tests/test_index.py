@@ -15,7 +15,8 @@ import pytest
 
 from conftest import BILLING_MODULE, git
 from localidx.config import load_settings
-from localidx.indexer import open_index, run_index
+from localidx.indexer import run_index
+from localidx.store.index import open_index
 from localidx.lock import WriteLock
 
 MODULE = BILLING_MODULE

@@ -3,12 +3,17 @@ fails without its fix. The soak run (``benchmarks/soak.py``) is where they are f
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 from localidx.chunk import chunk_file
 from localidx.config import load_settings
-from localidx.indexer import open_index, run_index
+from localidx.indexer import run_index
+from localidx.store.index import open_index
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real"
 
@@ -38,3 +43,36 @@ def test_functions_sharing_one_line_are_one_chunk_and_the_file_indexes(make_repo
         idx.close()
     assert {r["path"] for r in rows} == {"lib/one_line_library.js", "app.py"}
     assert len({r["id"] for r in rows}) == len(rows)
+
+
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, LOCALIDX_EMBED_MODEL="fake", LOCALIDX_HOME=str(cwd.parent / f"{cwd.name}-home"))
+    return subprocess.run([sys.executable, "-m", "localidx", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_bare_repository_is_refused_in_one_line(make_repo, tmp_path):
+    # A bare clone (a mirror, a server's repository) has no work tree: it was indexed as plain files (pack
+    # metadata, hook samples).
+    source = make_repo({"app.py": "def main():\n    return 1\n"})
+    bare = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(bare)], check=True)
+    for where in (bare, bare / "hooks"):
+        for command in (["index"], ["status"], ["search", "main"], ["index", "--dry-run"]):
+            proc = _cli(where, *command)
+            lines = [line for line in proc.stderr.splitlines() if line.strip()]
+            assert proc.returncode == 2 and len(lines) == 1, (command, proc.stderr)
+            assert "bare git repository" in lines[0] and "Traceback" not in proc.stderr
+    assert not (tmp_path / "mirror.git-home").exists(), "nothing may be written for a bare repository"
+
+
+def test_chunks_of_a_file_in_another_repository_find_that_repository(make_repo):
+    # `localidx chunks /abs/path/file.go` run from a directory of another repository said "outside the repository".
+    here = make_repo({"README.md": "# here\n"}, name="here")
+    there = make_repo({"cmd/main.go": "package main\n\nfunc main() {\n\tprintln(\"hi\")\n}\n"}, name="there")
+    proc = _cli(here, "chunks", str(there / "cmd/main.go"))
+    assert proc.returncode == 0, proc.stderr
+    assert "cmd/main.go:1-5  function" in proc.stdout and proc.stdout.rstrip().endswith("main")
+    both = _cli(here, "chunks", "README.md", str(there / "cmd/main.go"), "--json")
+    assert both.returncode == 0, both.stderr
+    assert {c["path"] for c in json.loads(both.stdout)} == {"README.md", "cmd/main.go"}

@@ -17,7 +17,8 @@ import pytest
 
 from localidx.config import load_settings
 from localidx.errors import UsageError
-from localidx.indexer import open_index, run_index
+from localidx.indexer import run_index
+from localidx.store.index import open_index
 from localidx.retrieve import IndexNotReady, search
 
 QUOTED_DIR = "lib/it's here"

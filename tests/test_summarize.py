@@ -20,7 +20,9 @@ from localidx.chunk.model import CODE_KINDS
 from localidx.config import load_settings
 from localidx.embed.fake import FakeEmbedder
 from localidx.errors import ConfigError
-from localidx.indexer import embed_key, open_index, run_index, update
+from localidx.indexer import run_index, sync_work_tree
+from localidx.store.index import open_index
+from localidx.store.lance import embed_key
 from localidx.retrieve import search
 from localidx.summarize import EXPLAIN_PREFIX
 
@@ -135,7 +137,7 @@ def test_a_stopped_run_resumes_without_asking_again(repo):
         s = settings(repo, url)
         idx = open_index(repo, True, s)
         try:
-            stats = update(idx, repo, s, should_stop=lambda: len(url.requests) >= 2)
+            stats = sync_work_tree(idx, repo, s, should_stop=lambda: len(url.requests) >= 2)
         finally:
             idx.close()
         assert stats.chunks_explained == 2 and stats.explain_pending > 0

@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from localidx.config import load_settings
     from localidx.enrich import META_VERSION
-    from localidx.indexer import open_index, run_index
+    from localidx.indexer import run_index
+    from localidx.store.index import open_index
     from localidx.retrieve.evaluate import evaluate, load_queries
 
     packages = args.packages or sorted(p.stem for p in HERE.glob("*.jsonl"))

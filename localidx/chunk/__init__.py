@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 MARKDOWN_EXTENSIONS = frozenset(("md", "markdown", "mdown", "mkd", "mdx"))
 IMPORT_ONLY = "import-only"  # the reason an empty or import-only __init__.py has no chunks
+CHUNKING_FAILED = "chunking-failed"  # the reason a file no chunker, not even line windows, could cut
 _NEWLINE = re.compile(rb"\n")
 
 
@@ -83,7 +84,45 @@ def _import_only(lines: list[str], imports: list[tuple[int, int, str]]) -> bool:
 
 
 def chunk_file(path: str, data: bytes, settings) -> FileChunks:
-    """Chunk one file. ``path`` is repo-relative (forward slashes); ``data`` its bytes. Never raises for content."""
+    """Chunk one file. ``path`` is repo-relative (forward slashes); ``data`` its bytes. Never raises: a chunker that
+    fails costs the file its symbol chunks (``unparsed_file``), never the run."""
+    try:
+        return _chunk_file(path, data, settings)
+    except Exception as exc:  # noqa: BLE001 - a bug in a chunker must cost one file, not the run
+        reason = f"chunking failed: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+        log.warning("%s: %s", path, reason)
+        return unparsed_file(path, data, settings, reason)
+
+
+def unparsed_file(path: str, data: bytes, settings, reason: str) -> FileChunks:
+    """A file chunked without its parser or chunker: an error chunk with ``reason`` and line windows of the whole
+    text (redacted), so it stays searchable; skipped as ``chunking-failed`` if even that fails."""
+    from localidx.chunk.finalize import finalize
+    from localidx.chunk.windows import chunk_windows
+    from localidx.redact import redact
+
+    result = FileChunks(path=path, size=len(data), errors=[reason])
+    try:
+        text = data.decode("utf-8", errors="replace")
+        red_text, redactions = redact(text)
+        result.redactions = len(redactions)
+        lines = [line[:-1] if line.endswith("\r") else line for line in red_text.split("\n")]
+        result.language = _text_language(path)
+        chunks = [error_chunk(path, result.language, 1, max(1, len(lines)), reason)]
+        chunks += chunk_windows(path, result.language, lines, settings)
+        offsets = _line_offsets(data)
+        for chunk in chunks:
+            chunk.start_byte, chunk.end_byte = offsets[chunk.start_line - 1], offsets[min(chunk.end_line,
+                                                                                          len(offsets) - 1)]
+        result.chunks = finalize(chunks, FileContext(path=path, language=result.language))
+    except Exception as exc:  # noqa: BLE001
+        log.warning("%s: cannot even be cut into windows: %s: %s", path, type(exc).__name__, exc)
+        result.chunks = []
+        result.skipped = CHUNKING_FAILED
+    return result
+
+
+def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
     from localidx.chunk.config import chunk_config, config_language
     from localidx.chunk.docs import check_docs, chunk_markdown
     from localidx.chunk.finalize import finalize

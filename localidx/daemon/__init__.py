@@ -1,6 +1,6 @@
 """The daemon: one long-lived process per work tree that keeps the index current and answers queries warm.
 
-Place in the flow: serve. It owns no indexing or retrieval logic; it schedules ``indexer.update`` and calls
+Place in the flow: serve. It owns no indexing or retrieval logic; it schedules ``indexer.sync_work_tree`` and calls
 ``retrieve.search`` behind the socket protocol.
 
 Invariants:
@@ -8,7 +8,7 @@ Invariants:
 - **Single writer.** The daemon takes the work tree's ``WriteLock`` at start and holds it for its life. Only its
   writer thread (``writer.py``) mutates the index: it drains a queue of change requests (paths from the watcher,
   the git hooks and ``index/reindex``; ``None`` = everything), coalesces what is queued and runs
-  ``indexer.update``. New work interrupts embedding between batches; the first job is a full reconcile, so what
+  ``indexer.sync_work_tree``. New work interrupts embedding between batches; the first job is a full reconcile, so what
   changed while no daemon ran is indexed on start.
 - **Snapshot readers.** Queries run on the connection threads, each against a read-only ``Index`` of its own
   (sqlite connections are per thread) around the one shared, already loaded embedder. A search reads one pinned

@@ -83,7 +83,7 @@ class Daemon:
         shared read-only store; closed on exit. Sharing one LanceDB connection keeps its index caches warm: opening
         a connection per request re-read the full-text and ANN indexes every time (search through the socket took
         168 ms instead of ~40 ms at 115k chunks: benchmarks/context.py)."""
-        from localidx.indexer import open_index_at
+        from localidx.store.index import open_index_at
 
         index = open_index_at(self.index_paths, self.settings, read_only=True, embedder=self.embedder,
                               store=self._reader_store())
@@ -93,12 +93,15 @@ class Daemon:
             index.close()
 
     def _reader_store(self):
-        """The readers' ChunkStore, made on first use (and again while the index directory does not exist yet)."""
+        """The readers' ChunkStore, made on first use, again while the index directory does not exist yet, and again
+        when the writer has switched to a rebuilt generation."""
         with self._lock:
-            if self._store is None or self._store._db is None:
-                from localidx.indexer import open_store
+            generation = self.index_paths.generation()
+            if self._store is None or self._store._db is None or self._store.generation != generation:
+                from localidx.store.index import open_store
 
-                self._store = open_store(self.index_paths, self.settings, self.embedder, read_only=True)
+                self._store = open_store(self.index_paths, self.settings, self.embedder, read_only=True,
+                                         generation=generation)
             return self._store
 
     def describe(self) -> dict:

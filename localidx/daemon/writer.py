@@ -1,8 +1,8 @@
 """The daemon's writer thread: the only code in the daemon that mutates the index.
 
 Change requests (repo-relative paths, or ``None`` for everything) go into one queue. The thread takes everything
-queued at once, coalesces it into a single ``indexer.update`` call (``only`` = the union of the paths, or ``None``),
-and runs it with ``should_stop`` true as soon as new work is queued or the daemon stops: ``update`` then ends after
+queued at once, coalesces it into a single ``indexer.sync_work_tree`` call (``only`` = the union of the paths, or ``None``),
+and runs it with ``should_stop`` true as soon as new work is queued or the daemon stops: ``sync_work_tree`` then ends after
 the current embedding batch, with vectors still pending, and the next run (which embeds every pending row, not only
 its own) carries on. So a burst of edits is indexed promptly even while a large backlog is being embedded.
 
@@ -23,7 +23,7 @@ from localidx.protocol import SHUTTING_DOWN, ProtocolError
 
 log = logging.getLogger(__name__)
 
-# Past this many queued paths a full update is cheaper: ``update`` matches every catalog entry against ``only``.
+# Past this many queued paths a full update is cheaper: ``sync_work_tree`` matches every catalog entry against ``only``.
 FULL_SCAN_OVER = 1000
 
 
@@ -121,9 +121,9 @@ class Writer(threading.Thread):
 
     def run(self) -> None:
         try:
-            from localidx.indexer import open_index_at
+            from localidx.indexer import open_for_writing
 
-            index = open_index_at(self.index_paths, self.settings, embedder=self.embedder)
+            index = open_for_writing(self.index_paths, self.settings, embedder=self.embedder)
         except BaseException as exc:  # reported by the server, which then exits
             log.exception("cannot open the index for writing")
             self.open_error = exc
@@ -152,14 +152,20 @@ class Writer(threading.Thread):
             self.phase = "stopped"
 
     def _run_once(self, index, only: list[str] | None, waiters: list[Future], reasons: str) -> None:
-        from localidx.indexer import update
+        from localidx.errors import IndexDamaged
+        from localidx.indexer import sync_work_tree
 
         what = "everything" if only is None else f"{len(only)} paths"
         log.info("update: %s (%s)", what, reasons or "request")
         started = time.monotonic()
         try:
-            stats = update(index, self.root, self.settings, only=only, embed=True, progress=self._progress,
-                           should_stop=self._should_stop)
+            try:
+                stats = sync_work_tree(index, self.root, self.settings, only=only, embed=True,
+                                       progress=self._progress, should_stop=self._should_stop)
+            except IndexDamaged as exc:  # found while writing: marked, and the next pass repairs it; run it now
+                log.warning("%s: repairing", exc)
+                stats = sync_work_tree(index, self.root, self.settings, embed=True, progress=self._progress,
+                                       should_stop=self._should_stop)
         except BaseException as exc:
             log.exception("update of %s failed", what)
             self.last_error = f"{type(exc).__name__}: {exc}".splitlines()[0]

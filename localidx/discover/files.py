@@ -35,6 +35,7 @@ SKIP_REASONS = (
     "unreadable",
     "localidxignore",
     "not-a-file",
+    "undecodable-name",
 )
 
 LOCALIDXIGNORE = ".localidxignore"
@@ -126,7 +127,8 @@ class Discovery:
 def find_root(start: Path) -> tuple[Path, bool]:
     """(work-tree root, True) when ``start`` is inside a git work tree, else (``start`` resolved, False).
 
-    A file's directory stands in for the file outside git. Raises UsageError when ``start`` does not exist.
+    A file's directory stands in for the file outside git. Raises UsageError when ``start`` does not exist or is
+    inside a bare repository.
     """
     start = Path(start)
     if not start.exists():
@@ -134,6 +136,11 @@ def find_root(start: Path) -> tuple[Path, bool]:
     repo = gitrepo.open_repo(start)
     if repo is not None:
         return gitrepo.work_root(repo), True
+    bare = gitrepo.bare_repository(start)
+    if bare is not None:
+        # Its files are git's own (objects, packs, hook samples), not a project's: nothing to index.
+        raise UsageError(f"{bare} is a bare git repository, which has no work tree to index: run localidx in a "
+                         "clone or a worktree of it")
     resolved = start.resolve()
     return (resolved if resolved.is_dir() else resolved.parent), False
 
@@ -160,6 +167,11 @@ def discover(root: Path, settings: Settings, only: list[str] | None = None) -> D
 
     files: list[SourceFile] = []
     for path, git_path in candidates:
+        if not _encodable(path):
+            # A name that is not UTF-8 cannot be a key in the catalog, the table or a JSON answer: listed under a
+            # printable spelling, never indexed.
+            skipped.append(Skipped(printable_path(path), "undecodable-name"))
+            continue
         if ignore is not None and ignore.match_file(path):
             skipped.append(Skipped(path, "localidxignore"))
             continue
@@ -176,6 +188,19 @@ def discover(root: Path, settings: Settings, only: list[str] | None = None) -> D
     skipped.sort(key=lambda s: s.path)
     log.debug("discovered %d files under %s (%d skipped, git=%s)", len(files), root, len(skipped), repo is not None)
     return Discovery(root=root, in_git=repo is not None, files=files, skipped=skipped)
+
+
+def _encodable(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable_path(path: str) -> str:
+    """``path`` with bytes that are not UTF-8 (held as surrogates) written as ``\\xNN``."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def check_content(path: str, data: bytes, settings: Settings) -> str | None:

@@ -1,7 +1,7 @@
 """The watcher: file-system events under a work tree, turned into batches of paths for the indexer.
 
 Place in the flow: the live half of *discover*. ``files.discover`` says which files exist; the watcher says which of
-them changed since, so the daemon can pass exactly those to ``indexer.update(only=...)``. It never reads file content
+them changed since, so the daemon can pass exactly those to ``indexer.sync_work_tree(only=...)``. It never reads file content
 and never touches the index.
 
 Invariants:
@@ -16,7 +16,7 @@ Invariants:
 - Most paths are files (changed, created, deleted, either side of a move). A path may also name a **directory**,
   meaning "anything under it may have changed": a directory deleted or moved away (its files cannot be listed any
   more), a directory whose ``.gitignore`` changed, or, after lost events or a new root ``.gitignore``, every entry of
-  the root. ``indexer.update(only=...)`` already treats a directory as everything under it.
+  the root. ``indexer.sync_work_tree(only=...)`` already treats a directory as everything under it.
 - The watcher is never silent: when the kernel refuses inotify watches (ENOSPC) or instances (EMFILE), at start or
   later, it logs a WARNING and polls discovery instead (``mode == "polling"``). Events lost to a queue overflow are
   answered with a rescan; overflows that keep coming switch to polling too.

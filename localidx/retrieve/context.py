@@ -444,8 +444,10 @@ class _Clock:
 
 def build_for_repository(index, query, **options) -> dict:
     """``build_context`` for one opened work tree (what the daemon and the CLI run)."""
+    from localidx.store.index import reading
+
     root = Path(index.paths.root)
-    return build_context([Source(root.name, index, root)], query, **options)
+    return reading(index.paths, lambda: build_context([Source(root.name, index, root)], query, **options))
 
 
 def build_context_all_repos(query, *, profile=None, conversation_context=None, settings=None, language=None,

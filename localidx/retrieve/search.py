@@ -121,14 +121,17 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     vector_raw: dict[str, float] = {}
     bm25_order: list[str] = []
     vector_order: list[str] = []
+    from localidx.store.index import reading  # LanceDB failing on its own files: IndexDamaged, with the remedy
+
     if mode in ("hybrid", "bm25"):
-        for row in _bm25_arm(table, query, where, fetch, required=mode == "bm25"):
+        for row in reading(index.paths, lambda: _bm25_arm(table, query, where, fetch, required=mode == "bm25")):
             if row["id"] not in bm25_raw:
                 bm25_raw[row["id"]] = float(row["_score"])
                 bm25_order.append(row["id"])
                 rows.setdefault(row["id"], row)
     if mode in ("hybrid", "vector"):
-        for row in _vector_arm(table, index.embedder.embed_query(query), where, fetch):
+        vector = index.embedder.embed_query(query)
+        for row in reading(index.paths, lambda: _vector_arm(table, vector, where, fetch)):
             if row["id"] not in vector_raw:
                 # Cosine distance is in [0, 2]; similarity keeps "higher is better" like the BM25 score.
                 vector_raw[row["id"]] = 1.0 - float(row["_distance"])
@@ -184,6 +187,10 @@ def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool) 
             builder = builder.where(where, prefilter=True)
         return builder.select([*COLUMNS, "_score"]).limit(fetch).to_list()
     except Exception as exc:  # noqa: BLE001 - any FTS failure is reported in one line or answered by the other arm
+        from localidx.store.index import storage_error
+
+        if storage_error(exc) is not None:
+            raise  # the index's files are damaged: not a query problem
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if required:
             raise UsageError(f"full-text search failed ({reason}); run `localidx index` to rebuild it") from None

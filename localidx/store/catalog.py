@@ -7,15 +7,22 @@ indexer first removes rows of paths the catalog does not know (the only orphans 
 
 The catalog is bound to one chunk table (``table``): when the model or the schema changes, the table name changes and
 the catalog is emptied, so nothing indexed for another table is trusted.
+
+``problems`` lists the files whose indexing failed at some stage (read, chunk, enrich, relations, embed, write) with
+the reason: a failure costs that file only, and ``status`` lists them. A file's problems are replaced whenever it is
+indexed again. A catalog SQLite cannot open (not a database, a torn file) raises ``IndexDamaged``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from localidx.errors import IndexDamaged
 
 CATALOG_VERSION = 2  # PRAGMA user_version; a catalog of another version is emptied, and so rebuilt
 _SCHEMA = """
@@ -30,6 +37,10 @@ CREATE TABLE IF NOT EXISTS files (
     skipped TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS problems (
+    path TEXT NOT NULL, stage TEXT NOT NULL, reason TEXT NOT NULL, key TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (path, stage, key)
+);
 """
 
 
@@ -49,17 +60,22 @@ class Catalog:
     def __init__(self, path: Path, create: bool = True):
         """Open the catalog at ``path``. With ``create=False`` it is opened read-only and nothing is ever written:
         a missing catalog, or one of another version, reads as empty."""
+        self.path = path
         if not create:
             self._db = self._open_read_only(path)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        if self._db.execute("PRAGMA user_version").fetchone()[0] != CATALOG_VERSION:
-            self._db.executescript("DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS meta;")
-            self._db.execute(f"PRAGMA user_version = {CATALOG_VERSION}")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            if self._db.execute("PRAGMA user_version").fetchone()[0] != CATALOG_VERSION:
+                self._db.executescript("DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS meta;")
+                self._db.execute(f"PRAGMA user_version = {CATALOG_VERSION}")
+            self._db.executescript(_SCHEMA)
+            self._db.execute("SELECT COUNT(*) FROM files").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamaged(f"the catalog {path} is damaged ({exc})") from None
 
     @staticmethod
     def _open_read_only(path: Path) -> sqlite3.Connection:
@@ -67,9 +83,12 @@ class Catalog:
             db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
             try:
                 if db.execute("PRAGMA user_version").fetchone()[0] == CATALOG_VERSION:
+                    db.execute("SELECT COUNT(*) FROM files").fetchone()
                     return db
-            except sqlite3.DatabaseError:
-                pass
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                raise IndexDamaged(f"the catalog {path} is damaged ({exc}); run `localidx index` to repair it") \
+                    from None
             db.close()
         db = sqlite3.connect(":memory:", isolation_level=None)
         db.executescript(_SCHEMA)
@@ -77,6 +96,17 @@ class Catalog:
 
     def close(self) -> None:
         self._db.close()
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """One write transaction: committed when the block ends, rolled back when it raises."""
+        self._db.execute("BEGIN")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -98,11 +128,11 @@ class Catalog:
         current = self.get_meta("table")
         if current == table and not force:
             return False
-        self._db.execute("BEGIN")
-        self._db.execute("DELETE FROM files")
-        self._db.execute("DELETE FROM meta WHERE key NOT IN ('last_run')")
-        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('table', ?)", (table,))
-        self._db.execute("COMMIT")
+        with self.transaction():
+            self._db.execute("DELETE FROM files")
+            self._db.execute("DELETE FROM problems")
+            self._db.execute("DELETE FROM meta WHERE key NOT IN ('last_run')")
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('table', ?)", (table,))
         return current is not None
 
     @property
@@ -137,22 +167,49 @@ class Catalog:
 
     def put(self, records: list[FileRecord]) -> None:
         now = time.time()
-        self._db.execute("BEGIN")
-        self._db.executemany(
-            f"INSERT OR REPLACE INTO files ({self._COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(r.path, r.file_hash, r.mtime_ns, r.size, r.language, json.dumps(r.chunk_ids), r.indexed_at or now,
-              r.skipped) for r in records],
-        )
-        self._db.execute("COMMIT")
+        with self.transaction():
+            self._db.executemany(
+                f"INSERT OR REPLACE INTO files ({self._COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(r.path, r.file_hash, r.mtime_ns, r.size, r.language, json.dumps(r.chunk_ids), r.indexed_at or now,
+                  r.skipped) for r in records],
+            )
 
     def touch(self, path: str, mtime_ns: int, size: int) -> None:
         """Record a new stat for a file whose content did not change (so the next run need not hash it again)."""
         self._db.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
 
     def remove(self, paths: list[str]) -> None:
-        self._db.execute("BEGIN")
-        self._db.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in paths])
-        self._db.execute("COMMIT")
+        with self.transaction():
+            self._db.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in paths])
+            self._db.executemany("DELETE FROM problems WHERE path = ?", [(p,) for p in paths])
+
+    # -- problems -------------------------------------------------------------------------------------------------
+
+    def set_problems(self, paths: list[str], problems: list[tuple[str, str, str, str]]) -> None:
+        """Replace the problems of ``paths`` with ``problems`` ((path, stage, reason, key) each) in one commit."""
+        with self.transaction():
+            self._db.executemany("DELETE FROM problems WHERE path = ?", [(p,) for p in paths])
+            self._db.executemany("INSERT OR REPLACE INTO problems (path, stage, reason, key) VALUES (?, ?, ?, ?)",
+                                 problems)
+
+    def add_problems(self, problems: list[tuple[str, str, str, str]]) -> None:
+        self._db.executemany("INSERT OR REPLACE INTO problems (path, stage, reason, key) VALUES (?, ?, ?, ?)",
+                             problems)
+
+    def problems(self) -> list[dict]:
+        """Every recorded failure: ``{"path", "stage", "reason"}``, by path."""
+        try:
+            rows = self._db.execute("SELECT path, stage, reason FROM problems ORDER BY path, stage").fetchall()
+        except sqlite3.OperationalError:  # a read-only catalog from before the table existed
+            return []
+        return [{"path": p, "stage": s, "reason": r} for p, s, r in rows]
+
+    def failed_keys(self, stage: str) -> set[str]:
+        """The keys recorded as failing at ``stage`` (embedding keys the model could not embed)."""
+        try:
+            return {k for (k,) in self._db.execute("SELECT key FROM problems WHERE stage = ?", (stage,))}
+        except sqlite3.OperationalError:
+            return set()
 
     def count(self) -> int:
         """Files with rows (content-skipped files are known but not counted)."""

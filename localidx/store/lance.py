@@ -1,7 +1,8 @@
 """The LanceDB tables: chunk rows per work tree, and a content-addressed vector cache shared by all of them.
 
-Table identity: ``chunks_s<SCHEMA_VERSION>_m<META_VERSION>_<model>_<worktree>`` — a new model, schema or [META]
-format is a new table, built from scratch, never a mix of vectors or of old and new search text. ``vectors_<model>`` maps an embedding key (SHA-256 of model id, META version and
+Table identity: ``chunks_s<SCHEMA_VERSION>_m<META_VERSION>_<model>_<worktree>`` (``_g<N>`` added for generation N of
+the work tree's index, ``localidx.store.index``) — a new model, schema or [META] format is a new table, built from
+scratch, never a mix of vectors or of old and new search text. ``vectors_<model>`` maps an embedding key (SHA-256 of model id, META version and
 the embedded text) to its vector, so identical text is embedded once across files, runs, branches and worktrees.
 
 Only the indexer writes (``replace_files``, ``delete_paths``, ``set_vectors``, ``cache_put``). ``replace_files`` is
@@ -89,20 +90,35 @@ def cache_schema(dim: int) -> pa.Schema:
     ])
 
 
+def embed_key(model_id: str, search_text: str) -> str:
+    """The vector cache's key for a chunk: the model, the [META] version and the exact text the model reads."""
+    import hashlib
+
+    from localidx.embed import embedding_input
+    from localidx.enrich import META_VERSION
+
+    material = f"{model_id}\0{META_VERSION}\0{embedding_input(search_text)}"
+    return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class ChunkStore:
     def __init__(self, db_dir: Path, worktree_key: str, model_id: str, dim: int, read_only: bool = False,
-                 variant: str = ""):
+                 variant: str = "", generation: int = 0):
         """``variant``: a suffix for the chunk table's name when the rows' text depends on more than the model and
-        META_VERSION (``localidx.summarize.table_variant``); "" for the plain table."""
+        META_VERSION (``localidx.summarize.table_variant``); "" for the plain table. ``generation``: the work
+        tree's index generation this table belongs to."""
         import lancedb
 
         self.db_dir = db_dir
         self.dim = dim
         self.model_id = model_id
+        self.generation = generation
         from localidx.enrich import META_VERSION
 
         extra = f"_{_slug(variant)}" if variant else ""
-        self.table_name = f"chunks_s{SCHEMA_VERSION}_m{META_VERSION}_{_slug(model_id)}{extra}_{_slug(worktree_key)}"
+        self.worktree_suffix = f"_{_slug(worktree_key)}"
+        self.table_name = (f"chunks_s{SCHEMA_VERSION}_m{META_VERSION}_{_slug(model_id)}{extra}{self.worktree_suffix}"
+                           + (f"_g{generation}" if generation else ""))
         self.cache_name = f"vectors_{_slug(model_id)}_d{dim}"
         self.read_only = read_only
         if read_only and not db_dir.exists():
@@ -142,13 +158,33 @@ class ChunkStore:
             return self._db.open_table(self.cache_name)
         return self._db.create_table(self.cache_name, schema=cache_schema(self.dim))
 
-    def drop_other_tables(self, worktree_key: str) -> list[str]:
-        """Drop this work tree's chunk tables made for another model or schema (a clean rebuild)."""
-        suffix = f"_{_slug(worktree_key)}"
-        dropped = [n for n in self._names() if n.startswith("chunks_") and n.endswith(suffix) and n != self.table_name]
+    def drop_other_tables(self, keep: set[str] = frozenset()) -> list[str]:
+        """Drop this work tree's chunk tables other than this one and ``keep``: other models, schemas, generations."""
+        mine = re.compile(rf"^chunks_.*{re.escape(self.worktree_suffix)}(_g\d+)?$")
+        dropped = [n for n in self._names() if mine.match(n) and n != self.table_name and n not in keep]
         for name in dropped:
             self._db.drop_table(name)
         return dropped
+
+    def drop_cache(self) -> None:
+        """Forget every cached vector (the cache was found damaged)."""
+        if self.cache_name in self._names():
+            self._db.drop_table(self.cache_name)
+
+    def ids_by_path(self) -> dict[str, set[str]]:
+        """Every row's id by path, read from the latest version (raises when LanceDB cannot read its files)."""
+        if not self.exists():
+            return {}
+        data = self.table().search().select(["id", "path"]).limit(None).to_arrow()
+        found: dict[str, set[str]] = {}
+        for row_id, path in zip(data.column("id").to_pylist(), data.column("path").to_pylist()):
+            found.setdefault(path, set()).add(row_id)
+        return found
+
+    def check_cache(self) -> None:
+        """Read every key of the vector cache (raises when LanceDB cannot read its files)."""
+        if self.cache_name in self._names():
+            self._cache().search().select(["key"]).limit(None).to_arrow()
 
     def drop(self) -> None:
         if self.exists():

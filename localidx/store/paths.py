@@ -6,14 +6,21 @@ catalog (they hold what that worktree has checked out). ``LOCALIDX_HOME`` (or ``
 state dir instead. Outside git: a per-user data dir keyed by the root path.
 
     <state>/lancedb/                  the LanceDB database: chunks_<...> tables and the vectors_<model> cache
-    <state>/worktrees/<key>/          catalog.sqlite, write.lock, for one work tree
+    <state>/worktrees/<key>/          catalog.sqlite (catalog-gN.sqlite), generation, write.lock, for one work tree
+
+``generation`` holds the number of the work tree's current generation (``localidx.store.index``); it is replaced by
+an atomic rename, so a reader sees the old number or the new one, never a torn file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,32 @@ class IndexPaths:
 
     @property
     def catalog(self) -> Path:
-        return self.worktree / "catalog.sqlite"
+        """The current generation's catalog."""
+        return self.catalog_for(self.generation())
+
+    def catalog_for(self, generation: int) -> Path:
+        return self.worktree / ("catalog.sqlite" if generation == 0 else f"catalog-g{generation}.sqlite")
+
+    @property
+    def generation_file(self) -> Path:
+        return self.worktree / "generation"
+
+    def generation(self) -> int:
+        """The current generation (0 when none was ever switched to)."""
+        try:
+            text = self.generation_file.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return 0
+        if text.isdigit():
+            return int(text)
+        log.warning("ignoring the unreadable generation file %s", self.generation_file)
+        return 0
+
+    def set_generation(self, generation: int) -> None:
+        """Switch readers to ``generation`` (write the new number beside the file, then rename it over)."""
+        tmp = self.generation_file.with_name(f"generation.{os.getpid()}.tmp")
+        tmp.write_text(f"{generation}\n", encoding="ascii")
+        os.replace(tmp, self.generation_file)
 
     @property
     def lock(self) -> Path:

@@ -430,16 +430,7 @@ class Relations:
         return None
 
     def _transaction(self):
-        db = self._db
-
-        class _Tx:
-            def __enter__(self):
-                db.execute("BEGIN")
-
-            def __exit__(self, exc_type, *_):
-                db.execute("ROLLBACK" if exc_type else "COMMIT")
-
-        return _Tx()
+        return self._catalog.transaction()
 
     def _reading(self):
         # One read transaction per question: every query of it sees the same commit of the writer.

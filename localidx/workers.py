@@ -1,0 +1,215 @@
+"""The chunking side of indexing: per-file jobs run on every core, each failure costing its file only.
+
+Place in the flow: discover -> **workers** (read, hash, chunk: ``localidx.chunk``) -> the writer (``indexer``) or the
+dry run (``dryrun``). This module is what the worker processes import (the forkserver preloads it with the
+chunker), so it stays free of LanceDB and the writer.
+
+``map_files`` runs a job function over files on a pool of processes and yields results in job order. A job that
+raises is already turned into a result by the job function (``chunk_changed_file`` and ``summarize_file`` never
+raise); a job that kills its process (a crash in a native parser, the kernel's OOM killer) breaks the pool, and
+then every job that was in flight runs again alone, so that the one that kills its process again is found and
+given ``on_crash``'s result, and the others' results are kept. The rest of the files carry on in a new pool.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from localidx.config import Settings
+
+BATCH = 8  # files per task sent to a worker: fewer round trips than one at a time
+
+
+@dataclass
+class ChunkedFile:
+    """What a worker reports about one file the writer asked about."""
+
+    path: str
+    stat: tuple[int, int] | None  # (mtime_ns, size); None when the file could not be read
+    blob: str  # the git blob id of its content ("" when unread)
+    chunks: object = None  # FileChunks; None when the content is what the catalog has, or the file was not read
+    skipped: str | None = None  # a skip reason: "unreadable", or a content reason (binary, minified, ...)
+
+
+@dataclass
+class FileSummary:
+    """What the dry run learns about one file (small, so that it crosses process boundaries cheaply)."""
+
+    path: str
+    language: str = ""
+    skipped: str | None = None
+    chunks_by_kind: dict = field(default_factory=dict)
+    symbols: int = 0
+    size: int = 0
+    errors: list = field(default_factory=list)
+    invalid_utf8: bool = False
+    redactions: int = 0
+
+
+def worker_count(settings: Settings) -> int:
+    if settings.workers:
+        return settings.workers
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def read_file(abs_path: str) -> tuple[os.stat_result, bytes] | None:
+    from localidx.discover import read_source
+    from localidx.errors import LocalidxError
+
+    try:
+        st = os.stat(abs_path)
+        _text, data, _bad = read_source(Path(abs_path))
+    except (OSError, LocalidxError):
+        return None
+    return st, data
+
+
+def chunk_changed_file(job: tuple[str, str, str, Settings]) -> ChunkedFile:
+    """Worker: read and hash one file and, when its content differs from ``known_hash``, chunk it."""
+    import pygit2
+
+    from localidx.chunk import chunk_file
+
+    path, abs_path, known_hash, settings = job
+    read = read_file(abs_path)
+    if read is None:
+        return ChunkedFile(path=path, stat=None, blob="", skipped="unreadable")
+    st, data = read
+    blob = str(pygit2.hash(data))
+    stat = (st.st_mtime_ns, st.st_size)
+    if blob == known_hash:
+        return ChunkedFile(path=path, stat=stat, blob=blob)
+    result = chunk_file(path, data, settings)
+    return ChunkedFile(path=path, stat=stat, blob=blob, chunks=result, skipped=result.skipped)
+
+
+def crashed_chunking(job: tuple[str, str, str, Settings], reason: str) -> ChunkedFile:
+    """The result for a file whose chunking killed its worker process: the file as line windows and an error
+    chunk, chunked here without a parser (the part that can crash a process)."""
+    import pygit2
+
+    from localidx.chunk import unparsed_file
+
+    path, abs_path, _known, settings = job
+    read = read_file(abs_path)
+    if read is None:
+        return ChunkedFile(path=path, stat=None, blob="", skipped="unreadable")
+    st, data = read
+    result = unparsed_file(path, data, settings, reason)
+    return ChunkedFile(path=path, stat=(st.st_mtime_ns, st.st_size), blob=str(pygit2.hash(data)), chunks=result,
+                       skipped=result.skipped)
+
+
+def summarize_file(job: tuple[str, str, Settings, frozenset | None]) -> FileSummary:
+    """Worker for the dry run: chunk one file and count what came out."""
+    from localidx.chunk import chunk_file
+
+    path, abs_path, settings, kinds = job
+    read = read_file(abs_path)
+    if read is None:
+        return FileSummary(path=path, skipped="unreadable")
+    return _summary(path, chunk_file(path, read[1], settings), kinds)
+
+
+def crashed_summary(job: tuple[str, str, Settings, frozenset | None], reason: str) -> FileSummary:
+    from localidx.chunk import unparsed_file
+
+    path, abs_path, settings, kinds = job
+    read = read_file(abs_path)
+    if read is None:
+        return FileSummary(path=path, skipped="unreadable")
+    return _summary(path, unparsed_file(path, read[1], settings, reason), kinds)
+
+
+def _summary(path: str, result, kinds: frozenset | None) -> FileSummary:
+    counts = Counter(c.kind for c in result.chunks if kinds is None or c.kind in kinds)
+    return FileSummary(path=path, language=result.language, skipped=result.skipped, chunks_by_kind=dict(counts),
+                       symbols=result.symbols, size=result.size, errors=result.errors,
+                       invalid_utf8=result.invalid_utf8, redactions=result.redactions)
+
+
+def _run_batch(func: Callable, batch: list) -> list:
+    return [func(job) for job in batch]
+
+
+def _context():
+    import multiprocessing
+    import sys
+
+    if "lancedb" in sys.modules:
+        # LanceDB's runtime threads do not survive a fork: start workers from a clean server process that has
+        # imported only the chunker. That server starts as `python -c ...` in the current directory, usually a
+        # repository, which `-c` would put first on sys.path: its own multiprocessing/ or json/ package would be
+        # imported instead of the real one. PYTHONSAFEPATH (Python 3.11+) keeps it off.
+        os.environ.setdefault("PYTHONSAFEPATH", "1")
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["localidx.chunk", "localidx.workers"])
+        return context
+    return multiprocessing.get_context("fork")  # workers inherit the loaded grammars, nothing to re-import
+
+
+def map_files(func: Callable, jobs: list, workers: int, on_crash: Callable | None = None) -> Iterator:
+    """``func`` over ``jobs`` on ``workers`` processes (in this process when 1), results in job order; a job that
+    kills its process gets ``on_crash(job, reason)`` instead (see the module docstring), or, without ``on_crash``,
+    stops the map with ``BrokenProcessPool``."""
+    if workers <= 1 or len(jobs) < BATCH:
+        yield from map(func, jobs)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    context = _context()
+    results: dict[int, object] = {}
+    position = 0
+    todo = list(range(len(jobs)))
+    while todo:
+        batches = deque(todo[i : i + BATCH] for i in range(0, len(todo), BATCH))
+        in_flight: deque = deque()
+        suspects: list[int] = []
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            def submit() -> None:
+                if batches:
+                    batch = batches.popleft()
+                    try:
+                        in_flight.append((batch, pool.submit(_run_batch, func, [jobs[i] for i in batch])))
+                    except BrokenProcessPool:  # found out below, from a batch in flight
+                        batches.appendleft(batch)
+
+            for _ in range(2 * workers):
+                submit()
+            while in_flight:
+                batch, future = in_flight.popleft()
+                try:
+                    out = future.result()
+                except BrokenProcessPool:
+                    if on_crash is None:
+                        raise
+                    suspects = batch + [i for b, _f in in_flight for i in b]
+                    break
+                results.update(zip(batch, out))
+                submit()
+                while position in results:
+                    yield results.pop(position)
+                    position += 1
+        alone = None
+        for i in suspects:  # one at a time in a pool of one, so that a crash names its file
+            alone = alone or ProcessPoolExecutor(1, mp_context=context)
+            try:
+                results[i] = alone.submit(func, jobs[i]).result()
+            except BrokenProcessPool:
+                results[i] = on_crash(jobs[i], "the chunker's process died on this file")
+                alone.shutdown(wait=True)
+                alone = None
+        if alone is not None:
+            alone.shutdown(wait=True)
+        todo = [i for b in batches for i in b]
+        while position in results:
+            yield results.pop(position)
+            position += 1

@@ -1,0 +1,46 @@
+"""The chunking side of indexing (localidx/workers.py): results in job order on a pool of real processes, and a job
+that kills its process costs that job only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crash_jobs import crashed, square_or_die
+from localidx.config import load_settings
+from localidx.workers import chunk_changed_file, crashed_chunking, map_files
+
+
+@pytest.mark.parametrize("preload_lancedb", [False, True], ids=["fork", "forkserver"])
+def test_a_job_that_kills_its_process_costs_that_job_only(preload_lancedb, monkeypatch):
+    import sys
+
+    if preload_lancedb:
+        import lancedb  # noqa: F401 - the indexer's situation: workers then start from a fork server
+    else:
+        monkeypatch.delitem(sys.modules, "lancedb", raising=False)
+    results = list(map_files(square_or_die, list(range(40)), 2, on_crash=crashed))
+    assert results[13] == ("crashed", 13, "the chunker's process died on this file")
+    assert results[:13] + results[14:] == [n * n for n in range(40) if n != 13]
+
+
+def test_without_a_crash_handler_a_crash_stops_the_map():
+    from concurrent.futures.process import BrokenProcessPool
+
+    with pytest.raises(BrokenProcessPool):
+        list(map_files(square_or_die, list(range(40)), 2))
+
+
+def test_a_file_whose_chunking_crashed_is_kept_as_windows_and_an_error_chunk(tmp_path: Path):
+    source = tmp_path / "app.py"
+    source.write_text("def handler(request):\n    return respond(request)\n")
+    job = ("app.py", str(source), "", load_settings())
+    normal = chunk_changed_file(job)
+    assert [c.kind for c in normal.chunks.chunks] == ["function"]
+    item = crashed_chunking(job, "the chunker's process died on this file")
+    assert item.blob == normal.blob and item.stat == normal.stat
+    kinds = [c.kind for c in item.chunks.chunks]
+    assert kinds[0] == "error" and "window" in kinds
+    assert "died" in item.chunks.chunks[0].text and "respond(request)" in item.chunks.chunks[1].text
+    assert item.chunks.errors == ["the chunker's process died on this file"]
