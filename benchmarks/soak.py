@@ -15,10 +15,13 @@ localidx's own library and checked:
 4. no orphans: table ids == the catalog records' ids, each row's path == its record's; table paths == records with
    chunks; relation chunk ids == the table's code chunks; every relation row points at a live file and chunk;
    every vector has the table's dimension (and, with embedding, none is missing); every catalog file exists in the
-   work tree with the content hash the catalog holds; the catalog is not left dirty;
+   work tree with the content hash the catalog holds; the catalog is not left dirty; ``diagnose`` finds no damage;
+   the run's record lists no failed file, no repair and no warning, and its file counts add up;
 5. the incremental state equals a ``--rebuild`` of the same commit into a separate, fresh LOCALIDX_HOME: the same
    catalog (path, content hash, skip reason), the same chunk ids, the same relation rows (by chunk id and path);
-6. figures: wall time of the run (and of the rebuild), peak RSS of the CLI process, files, chunks, sentinel
+6. readers: ``status --json`` answers, agrees with the state and sees nothing left to index; a BM25 ``search``
+   for an indexed symbol answers;
+7. figures: wall time of the run (and of the rebuild), peak RSS of the CLI process, files, chunks, sentinel
    ``error`` chunks, files skipped by reason.
 
 Printed: one row per (repository, commit) as it finishes, then a markdown summary per repository. Written: the raw
@@ -125,14 +128,15 @@ def checkout(repo: Path, commit: str) -> None:
 def read_state(root: Path, home: Path, embedded: bool) -> dict:
     """Everything the checks need from the index of ``root`` at ``home``: catalog records, table rows, relations."""
     from localidx.config import load_settings
-    from localidx.indexer import open_index
+    from localidx.store.index import diagnose, open_index
 
     settings = load_settings(root, {"home": str(home)})
     index = open_index(root, True, settings, read_only=True)
     try:
+        damage = [d.line() for d in diagnose(index)]
         records = index.catalog.files()
         dirty = index.catalog.dirty
-        columns = ["id", "path", "kind", "start_line", "end_line", "chunk_index", "text"]
+        columns = ["id", "path", "kind", "symbol", "start_line", "end_line", "chunk_index", "text"]
         snapshot = index.store.snapshot()
         rows, dims, vectors_missing = [], Counter(), 0
         if snapshot is not None:
@@ -145,7 +149,7 @@ def read_state(root: Path, home: Path, embedded: bool) -> dict:
                 else:
                     dims[len(v)] += 1
         relations = read_relations(index.catalog.connection)
-        return {"records": records, "dirty": dirty, "rows": rows, "dims": dims, "dim": index.store.dim,
+        return {"damage": damage, "generation": index.generation, "records": records, "dirty": dirty, "rows": rows, "dims": dims, "dim": index.store.dim,
                 "vectors_missing": vectors_missing, "relations": relations}
     finally:
         index.close()
@@ -216,6 +220,8 @@ def check_state(root: Path, state: dict, embedded: bool, found: Findings) -> Non
     from localidx.redact import redact, redact_env
 
     records, rows = state["records"], state["rows"]
+    for line in state["damage"]:
+        found.add("damage", line)
     if state["dirty"]:
         found.add("catalog-dirty", "the catalog is still marked dirty after the run")
     # 3. duplicates
@@ -342,6 +348,51 @@ def compare_states(inc: dict, full: dict, found: Findings) -> None:
             found.add("rebuild-relations", f"{example}; e.g. {sample}")
 
 
+def check_record(record: dict | None, found: Findings) -> None:
+    """The run's own record: no file failed, nothing needed repair, and its counts add up."""
+    if not record:
+        return
+    for f in record.get("failed_files", []):
+        found.add("failed-file", f"{f.get('path')}: {f.get('stage')}: {f.get('reason')}"[:300])
+    for line in record.get("repairs", []):
+        found.add("repair", line)
+    for line in record.get("warnings", []):
+        found.add("warning", line)
+    parts = ("files_processed", "files_unchanged", "files_skipped", "files_failed")
+    if "files_seen" in record and record["files_seen"] != sum(record.get(k, 0) for k in parts):
+        found.add("run-counts", f"files_seen {record['files_seen']} != " + " + ".join(
+            f"{k.removeprefix('files_')} {record.get(k, 0)}" for k in parts))
+    if "skipped_by_reason" in record and sum(record["skipped_by_reason"].values()) != record.get("files_skipped"):
+        found.add("run-counts", f"skipped_by_reason {record['skipped_by_reason']} vs files_skipped "
+                                f"{record.get('files_skipped')}")
+
+
+def check_readers(root: Path, home: Path, state: dict, log_dir: Path, tag: str, found: Findings) -> None:
+    """``status --json`` agrees with the state and sees nothing left to index; a BM25 search for an indexed
+    symbol answers."""
+    status = run_cli(["status", "--json"], root, home, log_dir, f"{tag}-status")
+    report = status["record"] or {}
+    if status["rc"] != 0 or status["internal_error"]:
+        found.add("crash-status", f"rc={status['rc']}: {' | '.join(status['stderr_tail'])[:300]}")
+    else:
+        files = sum(1 for r in state["records"].values() if not r.skipped)
+        if (report.get("files"), report.get("chunks")) != (files, len(state["rows"])):
+            found.add("status-disagrees", f"status: {report.get('files')} files, {report.get('chunks')} chunks; "
+                                          f"state: {files} files, {len(state['rows'])} chunks")
+        left = report.get("changed_files", []) + report.get("deleted_files", [])
+        if left:
+            found.add("status-not-current", f"{len(left)} files changed or deleted right after the run, e.g. "
+                                            f"{left[0]}", len(left))
+    symbol = next((r["symbol"] for r in state["rows"] if r["kind"] in ("function", "method") and r["symbol"]), "")
+    if symbol:
+        search = run_cli(["search", "--mode", "bm25", "--json", "-k", "5", symbol], root, home, log_dir,
+                         f"{tag}-search")
+        if search["rc"] != 0 or search["internal_error"]:
+            found.add("crash-search", f"rc={search['rc']}: {' | '.join(search['stderr_tail'])[:300]}")
+        elif not (search["record"] or {}).get("matches"):
+            found.add("search-empty", f"no match for {symbol!r}")
+
+
 def skip_reasons(root: Path, records: dict) -> Counter:
     """Files skipped, by reason: by path and stat (discovery) plus by content (the catalog's records)."""
     from localidx.config import load_settings
@@ -374,6 +425,7 @@ def soak_repo(spec: dict, args) -> list[dict]:
         inc = run_cli(index_args, repo, inc_home, log_dir, f"{step}-{sha[:12]}-inc")
         if inc["rc"] != 0 or inc["internal_error"]:
             found.add("crash", f"rc={inc['rc']}: {' | '.join(inc['stderr_tail'])[:300]}")
+        check_record(inc["record"], found)
         result = {"repo": spec["name"], "step": step, "commit": sha[:12], "date": date, "embed": embedded,
                   "inc": inc}
         checked = time.perf_counter()
@@ -382,6 +434,10 @@ def soak_repo(spec: dict, args) -> list[dict]:
             inc_state = read_state(repo, inc_home, embedded)
             check_state(repo, inc_state, embedded, found)
             reasons = skip_reasons(repo, inc_state["records"])
+            told = (inc["record"] or {}).get("skipped_by_reason")
+            if told is not None and {k: v for k, v in told.items() if v} != dict(reasons):
+                found.add("skip-reasons-disagree", f"run: {told}; discovery + catalog: {dict(reasons)}")
+            check_readers(repo, inc_home, inc_state, log_dir, f"{step}-{sha[:12]}", found)
             result.update(
                 files=sum(1 for r in inc_state["records"].values() if not r.skipped),
                 chunks=len(inc_state["rows"]),
@@ -450,8 +506,7 @@ def summary_markdown(results: list[dict], specs: list[dict], elapsed_s: float) -
         if not rs:
             continue
         last = rs[-1]
-        crashes = sum(r["findings"]["counts"].get("crash", 0) + r["findings"]["counts"].get("crash-rebuild", 0)
-                      for r in rs)
+        crashes = sum(sum(v for k, v in r["findings"]["counts"].items() if k.startswith("crash")) for r in rs)
         violations = sum(sum(v for k, v in r["findings"]["counts"].items() if not k.startswith("crash"))
                          for r in rs)
         times = [f"{r['inc']['wall_s']:.0f}" for r in rs]
