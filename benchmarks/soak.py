@@ -117,9 +117,36 @@ def prepare_clone(spec: dict, work: Path, mirrors: Path) -> Path:
     return repo
 
 
-def checkout(repo: Path, commit: str) -> None:
+def absent_blobs(repo: Path, commit: str) -> list[str]:
+    """Paths of ``commit`` whose blobs the mirror lacks (a snapshot may leave out its largest files)."""
+    listing = subprocess.run(["git", "ls-tree", "-r", "-z", commit], cwd=repo, check=True, capture_output=True)
+    blobs = {}
+    for entry in listing.stdout.split(b"\0"):
+        if entry:
+            meta, path = entry.split(b"\t", 1)
+            _mode, kind, sha = meta.split()
+            if kind == b"blob":
+                blobs.setdefault(sha, []).append(path)
+    check = subprocess.run(["git", "cat-file", "--batch-check"], cwd=repo, check=True, capture_output=True,
+                           input=b"\n".join(blobs) + b"\n")
+    missing = [line.split()[0] for line in check.stdout.splitlines() if line.endswith(b" missing")]
+    return sorted(p.decode("utf-8", "surrogateescape") for sha in missing for p in blobs[sha])
+
+
+def checkout(repo: Path, commit: str) -> list[str]:
+    """``git checkout`` of ``commit``, leaving out (by sparse checkout) files whose blobs the mirror lacks; returns
+    those paths. Every other file is as a user's checkout leaves it."""
+    absent = absent_blobs(repo, commit)
+    escape = str.maketrans({c: "\\" + c for c in "\\*?[]!# "})
+    patterns = "/*\n" + "".join(f"!/{p.translate(escape)}\n" for p in absent)
+    info = Path(git(repo, "rev-parse", "--git-path", "info"))
+    info = info if info.is_absolute() else repo / info
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "sparse-checkout").write_text(patterns, encoding="utf-8", errors="surrogateescape")
+    git(repo, "config", "core.sparseCheckout", "true")
     subprocess.run(["git", "-c", "advice.detachedHead=false", "checkout", "-q", "--force", commit], cwd=repo,
                    check=True, capture_output=True)
+    return absent
 
 
 # -- reading the state back (read-only, through localidx's library) ----------------------------------------------
@@ -416,7 +443,7 @@ def soak_repo(spec: dict, args) -> list[dict]:
     embedded = bool(spec.get("embed", False))
     results = []
     for step, commit in enumerate(spec["commits"]):
-        checkout(repo, commit)
+        absent = checkout(repo, commit)
         sha = git(repo, "rev-parse", "HEAD")
         date = git(repo, "log", "-1", "--format=%cs")
         found = Findings()
@@ -427,7 +454,7 @@ def soak_repo(spec: dict, args) -> list[dict]:
             found.add("crash", f"rc={inc['rc']}: {' | '.join(inc['stderr_tail'])[:300]}")
         check_record(inc["record"], found)
         result = {"repo": spec["name"], "step": step, "commit": sha[:12], "date": date, "embed": embedded,
-                  "inc": inc}
+                  "absent_from_mirror": absent, "inc": inc}
         checked = time.perf_counter()
         inc_state = None
         if inc["rc"] == 0:
