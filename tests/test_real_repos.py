@@ -76,3 +76,17 @@ def test_chunks_of_a_file_in_another_repository_find_that_repository(make_repo):
     both = _cli(here, "chunks", "README.md", str(there / "cmd/main.go"), "--json")
     assert both.returncode == 0, both.stderr
     assert {c["path"] for c in json.loads(both.stdout)} == {"README.md", "cmd/main.go"}
+
+
+def test_a_long_dense_line_is_cut_to_the_budget():
+    # square/okhttp at 1682d9bac8c0, CacheTest.kt: a 562-character base64 certificate line inside a test method. The
+    # split planned parts from the method's average characters per token, so the line looked like it fit, went into
+    # a part of its own, and that part was 391 tokens: over max_tokens (384), which no chunk may ever be.
+    settings = load_settings()
+    source = (FIXTURES / "long_base64_line.kt").read_bytes()
+    result = chunk_file("src/test/CertificatePinTest.kt", source, settings)
+    assert not result.errors
+    over = [(c.start_line, c.token_count) for c in result.chunks if c.token_count > settings.max_tokens]
+    assert not over
+    long_line = source.decode().split("\n")[8].strip()
+    assert "".join(c.text.strip() for c in result.chunks if c.start_line == c.end_line == 9) == long_line
