@@ -9,7 +9,7 @@ with ``LOCALIDX_HOME`` under ``--work``/state/<name>/inc. After every step the s
 localidx's own library and checked:
 
 1. exit 0, no "internal error" on stderr;
-2. coverage: every non-blank line of every indexed file lies in at least one chunk's line range, and its text (after
+2. coverage: no chunk over the token budget or outside its file; every non-blank line of every indexed file lies in at least one chunk's line range, and its text (after
    the same secret redaction the chunker applies) is in one of those chunks' text;
 3. no duplicate chunk ids (in the table, across catalog records);
 4. no orphans: table ids == the catalog records' ids, each row's path == its record's; table paths == records with
@@ -163,7 +163,7 @@ def read_state(root: Path, home: Path, embedded: bool) -> dict:
         damage = [d.line() for d in diagnose(index)]
         records = index.catalog.files()
         dirty = index.catalog.dirty
-        columns = ["id", "path", "kind", "symbol", "start_line", "end_line", "chunk_index", "text"]
+        columns = ["id", "path", "kind", "symbol", "start_line", "end_line", "chunk_index", "token_count", "text"]
         snapshot = index.store.snapshot()
         rows, dims, vectors_missing = [], Counter(), 0
         if snapshot is not None:
@@ -244,6 +244,7 @@ def check_state(root: Path, state: dict, embedded: bool, found: Findings) -> Non
 
     from localidx.chunk.config import config_language
     from localidx.chunk.model import CODE_KINDS
+    from localidx.config import load_settings
     from localidx.redact import redact, redact_env
 
     records, rows = state["records"], state["rows"]
@@ -310,6 +311,12 @@ def check_state(root: Path, state: dict, embedded: bool, found: Findings) -> Non
             continue
         if str(pygit2.hash(data)) != rec.file_hash:
             found.add("catalog-stale-hash", p)
+    # the chunker's own promises: no chunk over the token budget, every range inside its file
+    max_tokens = load_settings(root).max_tokens
+    for r in rows:
+        if r["token_count"] > max_tokens:
+            found.add("over-budget", f"{r['path']}:{r['start_line']}-{r['end_line']} {r['kind']}: "
+                                     f"{r['token_count']} tokens > {max_tokens}")
     # 2. coverage, file by file
     by_path: dict[str, list[dict]] = {}
     for r in rows:
@@ -329,6 +336,10 @@ def check_state(root: Path, state: dict, embedded: bool, found: Findings) -> Non
             if any(line.strip() for line in lines):
                 found.add("file-without-chunks", p)
             continue
+        for c in by_path.get(p, []):
+            if not 1 <= c["start_line"] <= c["end_line"] <= max(1, len(lines)):
+                found.add("chunk-range", f"{p}:{c['start_line']}-{c['end_line']} {c['kind']} in a file of "
+                                         f"{len(lines)} lines")
         holders: list[list[dict]] = [[] for _ in range(len(lines) + 2)]
         for c in chunks:
             for n in range(max(1, c["start_line"]), min(len(lines), c["end_line"]) + 1):
