@@ -54,7 +54,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 MANIFEST = HERE / "soak_repos.toml"
-RUN_TIMEOUT_S = 3 * 3600
+RUN_TIMEOUT_S = 45 * 60  # a run this long is hung (the largest repository indexes in minutes here)
 MAX_EXAMPLES = 5  # examples kept per violated invariant
 LONG_LINE = 400  # a line longer than this may be cut by characters across chunks: its start is looked for
 
@@ -75,14 +75,18 @@ def run_cli(args: list[str], cwd: Path, home: Path, log_dir: Path, tag: str) -> 
     out_path, err_path = log_dir / f"{tag}.stdout", log_dir / f"{tag}.stderr"
     started = time.perf_counter()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(localidx_command() + args, cwd=cwd, env=env, stdout=out, stderr=err)
+        # Its own session, so a hung run is stopped with its chunking workers.
+        proc = subprocess.Popen(localidx_command() + args, cwd=cwd, env=env, stdout=out, stderr=err,
+                                start_new_session=True)
         deadline = time.monotonic() + RUN_TIMEOUT_S
+        timed_out = False
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             if time.monotonic() > deadline:
-                proc.kill()
+                timed_out = True
+                os.killpg(proc.pid, 9)
                 pid, status, usage = os.wait4(proc.pid, 0)
                 break
             time.sleep(0.05)
@@ -95,8 +99,9 @@ def run_cli(args: list[str], cwd: Path, home: Path, log_dir: Path, tag: str) -> 
         record = json.loads(stdout) if stdout.strip() else None
     except ValueError:
         pass
+    tail = stderr.strip().splitlines()[-5:] + ([f"killed after {RUN_TIMEOUT_S} s: hung"] if timed_out else [])
     return {"rc": proc.returncode, "wall_s": round(wall, 2), "rss_mb": round(usage.ru_maxrss / 1024, 1),
-            "record": record, "stderr_tail": stderr.strip().splitlines()[-5:],
+            "record": record, "stderr_tail": tail,
             "internal_error": "internal error" in stderr or "Traceback (most recent call last)" in stderr}
 
 
