@@ -30,6 +30,9 @@ and takes a while): run it, read it, quote it.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/soak.py [--only sphinx,cobra] [--work /work/soak]
         [--json /work/soak/results.json] [--md benchmarks/soak_results.md] [--no-rebuild-check]
+
+The CLI runs from the interpreter's own environment (``<venv>/bin/localidx``), and the state is read with that
+environment's localidx: to keep editing the tree during a long soak, run it from a non-editable install of a commit.
 """
 
 from __future__ import annotations
@@ -51,7 +54,10 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+try:  # the localidx of the interpreter running this (a frozen install can soak while the tree is edited)
+    import localidx  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(HERE.parent))
 
 MANIFEST = HERE / "soak_repos.toml"
 RUN_TIMEOUT_S = 45 * 60  # a run this long is hung (the largest repository indexes in minutes here)
