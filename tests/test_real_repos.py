@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from localidx import tokens
 from localidx.chunk import chunk_file
 from localidx.config import load_settings
 from localidx.indexer import run_index
@@ -97,3 +98,32 @@ def test_node_text_read_after_the_parse_deadline_is_the_source_not_a_hang():
     reader.start()
     reader.join(10)
     assert result == [source], "reading node text after the deadline hung or came back empty"
+
+
+def test_a_long_dense_line_is_cut_to_the_budget():
+    # square/okhttp at 1682d9bac8c0, CacheTest.kt: a 562-character base64 certificate line inside a test method. The
+    # split planned parts from the method's average characters per token, so the line looked like it fit, went into
+    # a part of its own, and that part was 391 tokens: over max_tokens (384), which no chunk may ever be.
+    settings = load_settings()
+    source = (FIXTURES / "long_base64_line.kt").read_bytes()
+    result = chunk_file("src/test/CertificatePinTest.kt", source, settings)
+    assert not result.errors
+    over = [(c.start_line, c.token_count) for c in result.chunks if c.token_count > settings.max_tokens]
+    assert not over
+    long_line = source.decode().split("\n")[8].strip()
+    assert "".join(c.text.strip() for c in result.chunks if c.start_line == c.end_line == 9) == long_line
+
+
+def test_text_of_more_tokens_than_characters_is_counted_against_the_budget():
+    # notepad-plus-plus at f400b682b509, nativeLang/georgian.xml: Georgian tooltips cost about 1.6 tokens per
+    # character, and the budget check took any text of at most max_tokens characters to fit without counting it:
+    # two tooltip lines (372 characters) made a 398-token window, and others up to 466, over max_tokens (384).
+    settings = load_settings()
+    source = (FIXTURES / "georgian_tooltips.xml").read_bytes()
+    tooltips = [line for line in source.decode().split("\n") if "<Tip " in line]
+    pair = "\n".join(tooltips[:2])
+    assert len(pair) <= settings.max_tokens < tokens.count(pair)
+    assert not tokens.fits(pair, settings.max_tokens)
+    result = chunk_file("nativeLang/georgian.xml", source, settings)
+    assert not result.errors
+    assert max(c.token_count for c in result.chunks) <= settings.max_tokens

@@ -67,13 +67,6 @@ def split_lines(
         while j < limit and total + costs[j] <= target:
             total += costs[j]
             j += 1
-        if j == i and not tokens.fits(lines[i], max_tokens):
-            # One line alone is over the budget: cut it by characters.
-            for piece in _cut_line(lines[i], max_tokens):
-                parts.append(Part(i, i + 1, piece, 0))
-            i += 1
-            carried = 0
-            continue
         j = max(j, i + 1)
         if j < n:
             # A statement start in the last third of the part reads better than a full part; earlier ones would
@@ -86,6 +79,14 @@ def split_lines(
         while j - i > 1 and not tokens.fits(text, max_tokens):
             j -= max(1, (j - i) // 10)  # the plan was optimistic here: give back a tenth at a time
             text = "\n".join(lines[i:j])
+        if j - i == 1 and not tokens.fits(text, max_tokens):
+            # One line alone is over the budget: cut it by characters. The plan may have thought it would fit (a
+            # base64 line costs more tokens per character than the code around it), so this is counted, not planned.
+            for piece in _cut_line(lines[i], max_tokens):
+                parts.append(Part(i, i + 1, piece, 0))
+            i += 1
+            carried = 0
+            continue
         parts.append(Part(i, j, text, carried))
         if j >= n:
             break
