@@ -364,7 +364,7 @@ def test_queries_and_new_writes_do_not_wait_for_an_embedding_backlog(daemons):
 
     def writer_state() -> dict:
         with d.raw() as raw:
-            return raw.ask("daemon/hello", {"protocol_version": 1})["result"]["daemon"]["writer"]
+            return raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION})["result"]["daemon"]["writer"]
 
     wait_for(lambda: writer_state()["state"] == "embed", 60, "the writer to embed its backlog")
     (d.root / "late.py").write_text("def reconcile_ledger_entries(ledger):\n    return ledger.balance()\n")
@@ -478,11 +478,11 @@ def test_fuzzed_frames_each_get_one_answer_and_the_daemon_survives(daemons):
             response = raw.recv()
             assert response["id"] is None and response["error"]["code"] == protocol.PARSE_ERROR
         # Pipelined: answers come back in order.
-        frames = [protocol.request(i, "daemon/hello", {"protocol_version": 1}) for i in range(20)]
+        frames = [protocol.request(i, "daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION}) for i in range(20)]
         raw.send(b"".join(protocol.encode(f) for f in frames))
         assert [raw.recv()["id"] for _ in frames] == list(range(20))
         raw.send(b"\n   \n")  # blank lines are not frames: no answer, and the next frame is answered
-        assert raw.ask("daemon/hello", {"protocol_version": 1}, id_=77)["id"] == 77
+        assert raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION}, id_=77)["id"] == 77
     for _ in range(100):
         frame = _mutate(rng)
         with d.raw() as raw:
@@ -604,7 +604,7 @@ def test_an_editor_style_atomic_save_is_picked_up_by_the_watcher(daemons):
     d.start(env={"LOCALIDX_WATCH": "1", "LOCALIDX_WATCH_DEBOUNCE_S": "0.1"})
     d.ready()
     with d.raw() as raw:
-        assert raw.ask("daemon/hello", {"protocol_version": 1})["result"]["daemon"]["watcher"] in (
+        assert raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION})["result"]["daemon"]["watcher"] in (
             "inotify", "polling", "native")
     temp = d.root / ".auth.py.swp~"
     temp.write_text(AUTH + "\n\ndef rotate_signing_keys(keyring):\n    return keyring.rotate()\n")
@@ -784,6 +784,14 @@ def test_a_subscriber_hears_about_runs_and_does_not_keep_the_daemon_up(daemons):
         sub.send(protocol.encode(protocol.request(5, "index/status", {"check_work_tree": False})))
         answer, _ = read_until_id(sub, 5)  # answers and notifications share the connection, told apart by id
         assert answer["result"]["chunks"] > chunks
-        # Only notifications from here on: the daemon idles out while the subscriber stays connected.
+        # Only notifications from here on: the daemon idles out while the subscriber stays connected, and its last
+        # notification says why.
         wait_for(lambda: not lifecycle.pid_alive(pid), 60, "the idle daemon to stop with a subscriber connected")
+        last = None
+        while True:
+            line = sub.reader.readline()
+            if not line:
+                break
+            last = json.loads(line)
+        assert last is not None and last["params"]["stopping"] == "idle for 6 s"
     assert "idle for 6 s" in d.cli("daemon", "logs").stdout

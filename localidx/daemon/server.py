@@ -164,6 +164,7 @@ class Daemon:
         self._status_job = False
         self._status_seq = 0
         self._last_state: str | None = None
+        self._last_status: dict | None = None
         self._last_publish = 0.0
         self.released = False  # the model and the caches are released until the next query
         self.releases = 0
@@ -304,10 +305,12 @@ class Daemon:
         with self._lock:
             self._status_seq += 1
             seq = self._status_seq
-        return {"seq": seq, "state": state, "files": files, "chunks": chunks, "chunks_with_vectors": chunks - pending,
-                "embedding_progress": round((chunks - pending) / chunks, 4) if chunks else 0.0, "percent": percent,
-                "writer": {k: v for k, v in writer.items() if k != "last_run"},
-                "memory": {"released": self.released, "rss_mb": memory.usage().get("rss_mb")}}
+        status = {"seq": seq, "state": state, "files": files, "chunks": chunks, "chunks_with_vectors": chunks - pending,
+                  "embedding_progress": round((chunks - pending) / chunks, 4) if chunks else 0.0, "percent": percent,
+                  "writer": {k: v for k, v in writer.items() if k != "last_run"},
+                  "memory": {"released": self.released, "rss_mb": memory.usage().get("rss_mb")}}
+        self._last_status = status
+        return status
 
     # -- the socket ---------------------------------------------------------------------------------------------
 
@@ -738,6 +741,14 @@ class Daemon:
             with contextlib.suppress(Exception):
                 watcher.stop()
         self.writer.stop()
+        if self._selector is not None and self._subscribers():
+            # The last word to subscribers: why the connection is about to end (an editor shows "idle", not "down").
+            with self._lock:
+                self._status_seq += 1
+                seq = self._status_seq
+            last = self._last_status or {"state": self._last_state or "READY"}
+            self._broadcast(protocol.encode(protocol.notification(
+                "index/progress", {**last, "seq": seq, "stopping": self._stop_reason or "shutdown"})))
         deadline = time.monotonic() + DRAIN_S
         if self._selector is not None:
             while time.monotonic() < deadline:
