@@ -232,6 +232,9 @@ class Writer(threading.Thread):
         finally:
             self.runs += 1
             self.progress = {}
+            from localidx.daemon import memory
+
+            memory.trim()  # a run's chunks, rows and batches are garbage now: give their pages back
             with self._cond:
                 self._running = False
             self.on_use()

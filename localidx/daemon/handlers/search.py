@@ -1,7 +1,8 @@
 """``search/query``: hybrid search, as ``localidx search --json``, on this connection's thread.
 
 The search reads a pinned table version through a read-only Index of its own (its own sqlite connection) and the
-daemon's shared, warm embedder, so it never waits for the writer and never sees a half-written file.
+daemon's shared, warm embedder, so it never waits for the writer and never sees a half-written file. In hybrid mode
+the query is embedded on another thread while the BM25 arm runs (``daemon.model.Prepared``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ def handle(daemon, params: dict) -> dict:
 
         if kind not in KINDS:
             raise UsageError(f"unknown kind(s) {kind}; known: {', '.join(KINDS)}")
-    with daemon.reader() as index:
-        matches = search(index, params["query"], k=params.get("k", 10), mode=params.get("mode", "hybrid"),
-                         language=params.get("lang"), path_glob=params.get("path"), kind=kind)
+    mode = params.get("mode", "hybrid")
+    # Hybrid: the query is embedded on another thread while this one runs the BM25 arm.
+    with daemon.reader(query=params["query"] if mode == "hybrid" else None) as index:
+        matches = search(index, params["query"], k=params.get("k", 10), mode=mode, language=params.get("lang"),
+                         path_glob=params.get("path"), kind=kind)
     return {"matches": [m.to_dict() for m in matches]}
