@@ -22,7 +22,14 @@ def handle(daemon, params: dict) -> dict:
             raise UsageError(f"unknown kind(s) {kind}; known: {', '.join(KINDS)}")
     mode = params.get("mode", "hybrid")
     # Hybrid: the query is embedded on another thread while this one runs the BM25 arm.
-    with daemon.reader(query=params["query"] if mode == "hybrid" else None) as index:
+    with daemon.reader(query=vector_text(params["query"]) if mode == "hybrid" else None) as index:
         matches = search(index, params["query"], k=params.get("k", 10), mode=mode, language=params.get("lang"),
                          path_glob=params.get("path"), kind=kind)
     return {"matches": [m.to_dict() for m in matches]}
+
+
+def vector_text(query: str) -> str:
+    """What ``search`` will embed for ``query`` (its query plan's vector text), to embed it ahead."""
+    from localidx.retrieve.search import plan_query
+
+    return plan_query(query).vector_text
