@@ -165,16 +165,23 @@ def fill_vectors(repo: Path) -> int:
 
 
 def prepare(work: Path, size: int, vectors: str, reuse: bool) -> Path:
+    """The repository (kept between runs with ``--reuse``: its files do not depend on the model) and its index for
+    this model and kind of vectors (the table name holds the model, so several models share one state dir)."""
     repo = work / "repo"
-    marker = work / "built.json"
+    model = os.environ.get("LOCALIDX_EMBED_MODEL", "default")
+    marker = work / f"built-{re.sub(r'[^A-Za-z0-9]+', '-', model)}-{vectors}.json"
+    repo_marker = work / "repo.json"
     if reuse and marker.exists():
         print(f"  reusing {work}: {marker.read_text().strip()}")
         return repo
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True, mode=0o700)
-    t0 = time.perf_counter()
-    chunks = build(repo, size)
-    print(f"  repository: {chunks} chunks in the dry run, {time.perf_counter() - t0:.0f} s")
+    if not (reuse and repo_marker.exists()):
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True, mode=0o700)
+        t0 = time.perf_counter()
+        chunks = build(repo, size)
+        print(f"  repository: {chunks} chunks in the dry run, {time.perf_counter() - t0:.0f} s")
+        repo_marker.write_text(json.dumps({"chunks": chunks}) + "\n")
+    chunks = json.loads(repo_marker.read_text())["chunks"]
     if vectors == "real":
         wall, proc = cli(repo, "index", "-q", "--json")
         record = json.loads(proc.stdout)
@@ -187,7 +194,7 @@ def prepare(work: Path, size: int, vectors: str, reuse: bool) -> Path:
         rows = fill_vectors(repo)
         print(f"  synthetic vectors + indexes: {rows} rows, {time.perf_counter() - t0:.0f} s")
         wall = time.perf_counter() - t0 + wall
-    marker.write_text(json.dumps({"chunks": chunks, "vectors": vectors, "index_s": round(wall)}) + "\n")
+    marker.write_text(json.dumps({"chunks": chunks, "model": model, "vectors": vectors, "index_s": round(wall)}) + "\n")
     return repo
 
 
