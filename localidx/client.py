@@ -4,7 +4,11 @@ Light to import (sockets, json and ``localidx.protocol``; no lancedb, no tree-si
 
 - ``connect`` opens a connection to the work tree's daemon and shakes hands. A daemon of another protocol or package
   version is restarted once and the handshake retried (dmypy's rule); with ``start=True`` a missing daemon is
-  started. Without one it raises ``DaemonUnavailable``.
+  started. Without one it raises ``DaemonUnavailable``. A daemon that is there but busy is waited for, within the
+  timeout: a full listen queue (the connect is retried) or an ``OVERLOADED`` answer (the hello is retried).
+- The hello raises the connection's response limit (``max_frame_bytes``) to ``MAX_NEGOTIATED_FRAME_BYTES``, so any
+  response the daemon makes reaches the caller. Notifications (after ``subscribe``) are kept in
+  ``Client.notifications`` and never mistaken for answers; ``next_notification`` waits for one.
 - ``Client.request`` sends one request and returns its result; an error response raises the matching
   ``LocalidxError`` (``IndexNotReady``, ``UsageError``, else ``DaemonError``) with the daemon's message.
 - ``try_request`` is for callers that must never fail or wait long (git hooks): ``None`` when no daemon answers.
@@ -13,6 +17,8 @@ Light to import (sockets, json and ``localidx.protocol``; no lancedb, no tree-si
 
 from __future__ import annotations
 
+import collections
+import errno
 import itertools
 import logging
 import os
@@ -45,6 +51,10 @@ class DaemonUnavailable(LocalidxError):
 
 class DaemonTimeout(DaemonUnavailable):
     """The daemon did not answer within the timeout; the connection is closed (a late answer would be out of step)."""
+
+
+class DaemonBusy(DaemonUnavailable):
+    """The daemon serves as many connections as it may (``OVERLOADED``): try again later."""
 
 
 class DaemonError(LocalidxError):
@@ -88,21 +98,37 @@ class Client:
         self._ids = itertools.count(1)
         self.timeout = timeout
         self.hello: dict = {}
+        self.max_frame_bytes = protocol.MAX_FRAME_BYTES  # what this client reads; the hello raises it
+        self.notifications: collections.deque = collections.deque()
 
     @classmethod
     def open(cls, path: Path, timeout: float | None = 5.0) -> "Client":
-        """Connect to the socket at ``path``; raises DaemonUnavailable when nothing listens there."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(str(path))
-        except socket.timeout:
-            sock.close()
-            raise DaemonTimeout(f"the daemon at {path} did not accept the connection in {timeout} s") from None
-        except OSError as exc:
-            sock.close()
-            raise DaemonUnavailable(f"no daemon listens on {path} ({exc.strerror or exc})") from None
-        return cls(sock, timeout)
+        """Connect to the socket at ``path``; raises DaemonUnavailable when nothing listens there.
+
+        A listen queue that is full (a burst of clients; the daemon accepts them as fast as it can) makes a Unix
+        socket's connect fail with EAGAIN at once: that is retried until ``timeout``, then DaemonTimeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.002
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(str(path))
+                return cls(sock, timeout)
+            except socket.timeout:
+                sock.close()
+                raise DaemonTimeout(f"the daemon at {path} did not accept the connection in {timeout} s") from None
+            except BlockingIOError:
+                sock.close()  # EAGAIN: the listen queue is full; someone is there
+            except OSError as exc:
+                sock.close()
+                if exc.errno != errno.EAGAIN:
+                    raise DaemonUnavailable(f"no daemon listens on {path} ({exc.strerror or exc})") from None
+            if deadline is not None and time.monotonic() + delay > deadline:
+                raise DaemonTimeout(f"the daemon at {path} did not accept the connection in {timeout} s "
+                                    f"(its listen queue stayed full)")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
     def request(self, method: str, params: dict | None = None, timeout: Any = _DEFAULT) -> Any:
         """Send one request and return its result. ``timeout``: seconds, None to wait as long as it takes; left out,
@@ -119,22 +145,22 @@ class Client:
                              "characters anyway)")
         try:
             self._sock.sendall(frame)
-            line = self._reader.readline(protocol.MAX_FRAME_BYTES + 1)
         except socket.timeout:
             self.close()
             raise DaemonTimeout(f"the daemon did not answer {method} in time") from None
         except OSError as exc:
+            self._raise_if_refused()
             self.close()
             raise DaemonUnavailable(f"lost the connection to the daemon: {exc.strerror or exc}") from None
-        if not line:
+        while True:
+            response = self._read_frame(method)
+            if not protocol.is_notification(response):
+                break
+            self.notifications.append(response)
+        if response.get("id") is None and isinstance(response.get("error"), dict) and \
+                response["error"].get("code") == protocol.OVERLOADED:
             self.close()
-            raise DaemonUnavailable(f"the daemon closed the connection during {method}")
-        # A frame that is not our answer means the peer is no working daemon: unavailable, like a dropped connection.
-        try:
-            response = protocol.decode_response(line)
-        except protocol.ProtocolError as exc:
-            self.close()
-            raise DaemonUnavailable(f"the daemon sent a bad frame: {exc.message}") from None
+            raise DaemonBusy(str(response["error"].get("message", "the daemon is overloaded")))
         if response.get("id") != id_:
             self.close()
             raise DaemonUnavailable(f"the daemon answered request {response.get('id')!r}, expected {id_}")
@@ -142,6 +168,61 @@ class Client:
             error = response["error"] if isinstance(response["error"], dict) else {"message": str(response["error"])}
             raise _error_from_response(error)
         return response["result"]
+
+    def _raise_if_refused(self) -> None:
+        """After a failed send: a daemon that refused the connection (OVERLOADED) said so before closing it."""
+        try:
+            self._sock.settimeout(0.5)
+            line = self._reader.readline(protocol.MAX_FRAME_BYTES)
+            message = protocol.decode_response(line) if line else {}
+        except (OSError, protocol.ProtocolError):
+            return
+        error = message.get("error")
+        if message.get("id") is None and isinstance(error, dict) and error.get("code") == protocol.OVERLOADED:
+            self.close()
+            raise DaemonBusy(str(error.get("message", "the daemon is overloaded")))
+
+    def subscribe(self, interval_ms: int | None = None) -> dict:
+        """``daemon/subscribe``: from now on the daemon sends ``index/progress`` notifications here; returns the
+        current status."""
+        return self.request("daemon/subscribe", {} if interval_ms is None else {"interval_ms": interval_ms})
+
+    def next_notification(self, timeout: float | None = None) -> dict:
+        """The next notification (``{"method", "params"}``), waiting up to ``timeout`` seconds (DaemonTimeout)."""
+        if self.notifications:
+            return self.notifications.popleft()
+        if self._sock is None:
+            raise DaemonUnavailable("the connection to the daemon is closed")
+        self._sock.settimeout(timeout)
+        message = self._read_frame("a notification")
+        if not protocol.is_notification(message):
+            self.close()
+            raise DaemonUnavailable(f"the daemon sent an answer nobody asked for (id {message.get('id')!r})")
+        return message
+
+    def _read_frame(self, what: str) -> dict:
+        """One frame from the daemon (a response or a notification); failures close the connection."""
+        assert self._sock is not None
+        try:
+            line = self._reader.readline(self.max_frame_bytes + 1)
+        except socket.timeout:
+            self.close()
+            raise DaemonTimeout(f"the daemon did not answer {what} in time") from None
+        except OSError as exc:
+            self.close()
+            raise DaemonUnavailable(f"lost the connection to the daemon: {exc.strerror or exc}") from None
+        if not line:
+            self.close()
+            raise DaemonUnavailable(f"the daemon closed the connection during {what}")
+        if len(line) > self.max_frame_bytes or not line.endswith(b"\n"):
+            self.close()
+            raise DaemonUnavailable(f"the daemon sent a frame over {self.max_frame_bytes} bytes during {what}")
+        # A frame that is not a response means the peer is no working daemon: unavailable, like a dropped connection.
+        try:
+            return protocol.decode_response(line)
+        except protocol.ProtocolError as exc:
+            self.close()
+            raise DaemonUnavailable(f"the daemon sent a bad frame: {exc.message}") from None
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -160,15 +241,37 @@ class Client:
 
 
 def _handshake(paths: lifecycle.DaemonPaths, timeout: float | None, package: bool = True) -> Client:
-    """Connect and say hello; ``package`` asks for this package's version too (else the protocol's only)."""
+    """Connect and say hello; ``package`` asks for this package's version too (else the protocol's only). A daemon
+    that answers OVERLOADED is asked again until ``timeout``."""
     lifecycle.check_socket_dir(paths.socket, create=False)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        try:
+            return _hello(paths, timeout, package)
+        except DaemonBusy:
+            if deadline is not None and time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+
+def _hello(paths: lifecycle.DaemonPaths, timeout: float | None, package: bool) -> Client:
     client = Client.open(paths.socket, timeout)
-    params = {"protocol_version": protocol.PROTOCOL_VERSION, "client": "localidx"}
+    params = {"protocol_version": protocol.PROTOCOL_VERSION, "client": "localidx",
+              "max_frame_bytes": protocol.MAX_NEGOTIATED_FRAME_BYTES}
     version = lifecycle.package_version()
     if package:
         params["package_version"] = version
     try:
-        hello = client.request("daemon/hello", params)
+        try:
+            hello = client.request("daemon/hello", params)
+        except UsageError as exc:
+            # An older daemon refuses a hello parameter it does not know: that is another version, restart it.
+            if getattr(exc, "code", None) == protocol.INVALID_PARAMS:
+                raise VersionMismatch(f"the daemon does not understand this client's hello ({exc})") from None
+            raise
+        client.max_frame_bytes = max(protocol.MAX_FRAME_BYTES, int(hello.get("max_frame_bytes") or 0))
         if package and hello.get("package_version") != version:
             raise VersionMismatch(f"the daemon runs localidx {hello.get('package_version')}, the client {version}")
         if Path(str(hello.get("root", ""))).resolve() != paths.root.resolve():

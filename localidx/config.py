@@ -51,6 +51,8 @@ class Settings:
     write_batch_rows: int = 2000  # rows per LanceDB commit while indexing
     # The daemon and its watcher.
     daemon_idle_s: float = 3600.0  # stop after this long without a request or a change; 0: never
+    daemon_release_s: float = 300.0  # release the model and the index caches after this long without a query; 0: never
+    daemon_max_connections: int = 1000  # open connections the daemon serves; more are answered "overloaded"
     watch: bool = True  # the daemon watches the work tree (else only hooks and requests reach it)
     watch_debounce_s: float = 0.3  # quiet time before a burst of file events becomes one batch
     # Retrieval: the profile `localidx context`, `ask` and the MCP tools use when none is named

@@ -15,7 +15,14 @@ read gets an error with ``"id": null``. Errors travel as data: a bad frame never
 
 Methods are named ``namespace/verb``, the same verbs as the CLI (``status`` -> ``index/status``). ``daemon/hello``
 comes first: it exchanges protocol and package versions; a mismatch means "restart me" and the client restarts the
-daemon once and retries. This module imports nothing heavy: git hooks load it on every commit.
+daemon once and retries. The hello also sets the connection's response frame limit (``max_frame_bytes``): a client
+that reads larger frames says so, and then no response is too large for it; without it the limit is
+``MAX_FRAME_BYTES`` and a larger response is answered with ``RESPONSE_TOO_LARGE`` (never dropped, never an internal
+error). Requests are always limited to ``MAX_FRAME_BYTES``.
+
+Notifications: after ``daemon/subscribe`` the daemon also sends frames without an ``id`` on that connection,
+``{"method": "index/progress", "params": {...}}`` (``NOTIFICATIONS``), between its responses. Every other frame it
+sends is a response. This module imports nothing heavy: git hooks load it on every commit.
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-PROTOCOL_VERSION = 1
-MAX_FRAME_BYTES = 1024 * 1024
+PROTOCOL_VERSION = 2  # 2: daemon/subscribe and its notifications, max_frame_bytes in the hello
+MAX_FRAME_BYTES = 1024 * 1024  # every request; responses too, unless the hello raised the connection's limit
+MAX_NEGOTIATED_FRAME_BYTES = 1 << 30  # the most a hello may ask for (1 GiB): what localidx's own clients ask for
 # The longest query or question (and conversation turn) the retrieval reads, on every path: longer text is cut to
 # this many characters with a warning (``localidx.retrieve.guard.limit_query``), never refused, so a request gives
 # the same answer in-process and through the daemon. 32 KiB holds a bug report with its traceback and log (typical
@@ -41,11 +49,14 @@ INDEX_NOT_READY = 1001  # nothing indexed yet
 USAGE_ERROR = 1002  # well-formed, but the request cannot be served as asked (an empty query, an unknown kind)
 VERSION_MISMATCH = 1003  # hello found another protocol or package version: restart the daemon
 SHUTTING_DOWN = 1004
+OVERLOADED = 1005  # the daemon holds as many connections as it serves: try again later (``id`` is null)
+RESPONSE_TOO_LARGE = 1006  # the response is over this connection's frame limit: raise it in daemon/hello
 
 ERROR_NAMES = {
     PARSE_ERROR: "parse error", INVALID_REQUEST: "invalid request", METHOD_NOT_FOUND: "method not found",
     INVALID_PARAMS: "invalid params", INTERNAL_ERROR: "internal error", INDEX_NOT_READY: "index not ready",
     USAGE_ERROR: "usage error", VERSION_MISMATCH: "version mismatch", SHUTTING_DOWN: "shutting down",
+    OVERLOADED: "overloaded", RESPONSE_TOO_LARGE: "response too large",
 }
 
 _STR = {"type": "string"}
@@ -66,11 +77,22 @@ METHODS: dict[str, dict[str, Any]] = {
                 "protocol_version": {"type": "integer", "minimum": 1},
                 "package_version": _STR,
                 "client": {"type": "string", "maxLength": 128},
+                # The largest frame the client reads: this connection's responses may be that large.
+                "max_frame_bytes": {"type": "integer", "minimum": 1024, "maximum": MAX_NEGOTIATED_FRAME_BYTES},
             },
             "required": ["protocol_version"],
             "additionalProperties": False,
         },
-        "result": "{protocol_version, package_version, pid, root, index, capabilities: [method names]}",
+        "result": "{protocol_version, package_version, pid, root, index, capabilities: [method names], "
+                  "max_frame_bytes (this connection's response limit), max_request_bytes, daemon: {...}}",
+    },
+    "daemon/subscribe": {
+        "summary": "Receive index/progress notifications on this connection: now, on every change of the index's "
+                   "state or the writer's phase, and at most every interval_ms while a run makes progress.",
+        "params": {"type": "object",
+                   "properties": {"interval_ms": {"type": "integer", "minimum": 50, "maximum": 60000}},
+                   "additionalProperties": False},
+        "result": "{subscribed: true, interval_ms, status: (as the index/progress notification's params)}",
     },
     "daemon/stop": {
         "summary": "Stop the daemon after answering.",
@@ -140,6 +162,17 @@ METHODS: dict[str, dict[str, Any]] = {
 }
 RESERVED_METHODS: tuple[str, ...] = ()
 
+# What the daemon sends unasked, to connections that subscribed (frames without an id).
+NOTIFICATIONS: dict[str, dict[str, Any]] = {
+    "index/progress": {
+        "summary": "The index's state and the writer's progress, cheap to compute: no work-tree walk, no table scan "
+                   "(changed files are noticed by the watcher, which starts a run).",
+        "params": "{seq, state: READY|STALE|EMPTY|INDEXING, files, chunks, chunks_with_vectors, embedding_progress, "
+                  "percent (0..100 while INDEXING, when known), writer: {state, queued, progress, runs, "
+                  "pending_vectors, last_error}, memory: {released, rss_mb}}",
+    },
+}
+
 
 class ProtocolError(Exception):
     """A request that cannot be served, as the error it answers with."""
@@ -179,6 +212,16 @@ def error(id_: int | str | None, err: ProtocolError) -> dict:
     return {"id": id_, "error": err.to_error()}
 
 
+def notification(method: str, params: dict) -> dict:
+    """A frame the daemon sends unasked (no ``id``): one of ``NOTIFICATIONS``."""
+    return {"method": method, "params": params}
+
+
+def is_notification(message: dict) -> bool:
+    """Whether a decoded frame from the daemon is a notification rather than a response."""
+    return "id" not in message and isinstance(message.get("method"), str)
+
+
 def decode_request(frame: bytes) -> tuple[int | str | None, str, dict]:
     """Read one request frame: (id, method, params), params checked against the method's schema.
 
@@ -214,11 +257,14 @@ def decode_request(frame: bytes) -> tuple[int | str | None, str, dict]:
 
 
 def decode_response(frame: bytes) -> dict:
-    """Read one response frame; raises ProtocolError(PARSE_ERROR) when it is not a response object."""
+    """Read one frame from the daemon: a response, or a notification (``is_notification``); raises
+    ProtocolError(PARSE_ERROR) when it is neither."""
     try:
         message = json.loads(frame.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError(PARSE_ERROR, f"bad response frame: {exc}") from None
+    if isinstance(message, dict) and is_notification(message):
+        return message
     if not isinstance(message, dict) or ("result" in message) == ("error" in message):
         raise ProtocolError(PARSE_ERROR, "a response has exactly one of result and error")
     return message
@@ -277,6 +323,7 @@ def schema() -> dict:
         "framing": "newline-delimited JSON, one compact object per line, UTF-8",
         "max_frame_bytes": MAX_FRAME_BYTES,
         "max_query_chars": MAX_QUERY_CHARS,
+        "max_negotiated_frame_bytes": MAX_NEGOTIATED_FRAME_BYTES,
         "request": {"id": "integer or string", "method": "string", "params": "object"},
         "response": {"id": "the request's id (null when unreadable)", "result": "any",
                      "error": {"code": "integer", "message": "string", "data": "any (optional)"}},
@@ -284,4 +331,6 @@ def schema() -> dict:
         "methods": {name: {"summary": spec["summary"], "params": spec["params"], "result": spec["result"]}
                     for name, spec in METHODS.items()},
         "reserved_methods": list(RESERVED_METHODS),
+        "notifications": {name: dict(spec) for name, spec in NOTIFICATIONS.items()},
+        "notification": {"method": "string", "params": "object", "id": "absent"},
     }

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -331,3 +332,76 @@ def test_importing_the_client_stays_light():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_full_listen_queue_is_waited_for_not_taken_for_no_daemon(worktree):
+    _root, _settings, paths = worktree
+    lifecycle.check_socket_dir(paths.socket, create=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(paths.socket))
+    listener.listen(1)
+    queued = []
+    try:
+        while True:  # fill the queue: a busy daemon that has not accepted yet
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            try:
+                sock.connect(str(paths.socket))
+            except BlockingIOError:
+                sock.close()
+                break
+            queued.append(sock)
+        with pytest.raises(DaemonTimeout, match="listen queue"):
+            Client.open(paths.socket, timeout=0.3)
+
+        def accept_soon():
+            time.sleep(0.3)
+            for _ in range(len(queued) + 1):
+                conn, _ = listener.accept()
+                queued.append(conn)
+
+        thread = threading.Thread(target=accept_soon)
+        thread.start()
+        Client.open(paths.socket, timeout=10).close()  # connects once the queue moves
+        thread.join(10)
+    finally:
+        for sock in queued:
+            sock.close()
+        listener.close()
+
+
+def test_an_overloaded_daemon_is_asked_again_until_a_slot_frees(worktree):
+    root, settings, paths = worktree
+    honest = daemon_like(root)
+    refusals = [3]
+
+    def respond(message, line):
+        if message and message.get("method") == "daemon/hello" and refusals[0] > 0:
+            refusals[0] -= 1
+            return protocol.error(None, protocol.ProtocolError(protocol.OVERLOADED, "full"))
+        return honest(message, line)
+
+    server = ScriptedServer(paths.socket, respond)
+    try:
+        with connect(root, False, settings, timeout=10) as client:
+            assert client.request("index/status") == {"echo": {}}
+        assert refusals == [0]
+    finally:
+        server.close()
+
+
+def test_a_daemon_that_refuses_the_hello_parameters_is_another_version(worktree):
+    root, settings, paths = worktree
+
+    def respond(message, line):
+        return protocol.error(message["id"], protocol.ProtocolError(
+            protocol.INVALID_PARAMS, "params.max_frame_bytes: unknown parameter"))
+
+    server = ScriptedServer(paths.socket, respond)
+    try:
+        from localidx.client import _handshake
+
+        with pytest.raises(VersionMismatch):
+            _handshake(paths, 2.0)
+    finally:
+        server.close()

@@ -369,7 +369,7 @@ def test_queries_and_new_writes_do_not_wait_for_an_embedding_backlog(daemons):
 
     def writer_state() -> dict:
         with d.raw() as raw:
-            return raw.ask("daemon/hello", {"protocol_version": 1})["result"]["daemon"]["writer"]
+            return raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION})["result"]["daemon"]["writer"]
 
     wait_for(lambda: writer_state()["state"] == "embed", 60, "the writer to embed its backlog")
     (d.root / "late.py").write_text("def reconcile_ledger_entries(ledger):\n    return ledger.balance()\n")
@@ -483,11 +483,11 @@ def test_fuzzed_frames_each_get_one_answer_and_the_daemon_survives(daemons):
             response = raw.recv()
             assert response["id"] is None and response["error"]["code"] == protocol.PARSE_ERROR
         # Pipelined: answers come back in order.
-        frames = [protocol.request(i, "daemon/hello", {"protocol_version": 1}) for i in range(20)]
+        frames = [protocol.request(i, "daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION}) for i in range(20)]
         raw.send(b"".join(protocol.encode(f) for f in frames))
         assert [raw.recv()["id"] for _ in frames] == list(range(20))
         raw.send(b"\n   \n")  # blank lines are not frames: no answer, and the next frame is answered
-        assert raw.ask("daemon/hello", {"protocol_version": 1}, id_=77)["id"] == 77
+        assert raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION}, id_=77)["id"] == 77
     for _ in range(100):
         frame = _mutate(rng)
         with d.raw() as raw:
@@ -609,7 +609,7 @@ def test_an_editor_style_atomic_save_is_picked_up_by_the_watcher(daemons):
     d.start(env={"LOCALIDX_WATCH": "1", "LOCALIDX_WATCH_DEBOUNCE_S": "0.1"})
     d.ready()
     with d.raw() as raw:
-        assert raw.ask("daemon/hello", {"protocol_version": 1})["result"]["daemon"]["watcher"] in (
+        assert raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION})["result"]["daemon"]["watcher"] in (
             "inotify", "polling", "native")
     temp = d.root / ".auth.py.swp~"
     temp.write_text(AUTH + "\n\ndef rotate_signing_keys(keyring):\n    return keyring.rotate()\n")
@@ -619,3 +619,226 @@ def test_an_editor_style_atomic_save_is_picked_up_by_the_watcher(daemons):
         return any("def rotate_signing_keys" in m["text"] for m in search_over_socket(d, "rotate signing keys"))
 
     wait_for(found, 30, "the watcher's change to be indexed")
+
+
+# -- many clients, large responses, the idle release, subscriptions ------------------------------------------
+
+
+def threads_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no thread count")
+
+
+def hello_daemon(d: Daemons) -> dict:
+    with d.raw() as raw:
+        return raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION})["result"]["daemon"]
+
+
+def read_until_id(raw: Raw, id_) -> tuple[dict, list[dict]]:
+    """Frames until the response with ``id_``; the notifications met on the way."""
+    notes = []
+    while True:
+        frame = raw.recv()
+        if "id" in frame and frame["id"] == id_:
+            return frame, notes
+        assert "id" not in frame and frame["method"] == "index/progress", frame
+        notes.append(frame["params"])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="counts threads through /proc")
+def test_200_clients_at_once_are_all_answered_and_idle_clients_hold_no_thread(daemons):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from localidx.client import connect
+    from localidx.daemon.server import WORKERS
+
+    d = daemons
+    pid = d.start()
+    d.ready()
+    search = {"query": "verify token", "k": 1}
+    expected = d.raw().ask("search/query", search)["result"]  # the request threads exist from here on
+    base = threads_of(pid)
+    idle = []
+    for _ in range(150):  # half a frame each, then silence: a thread per connection would be 150 threads
+        raw = d.raw()
+        raw.send(b'{"id": 1, "method": "search/que')
+        idle.append(raw)
+    clients = [d.raw() for _ in range(200)]
+    for n, raw in enumerate(clients):
+        raw.send(protocol.encode(protocol.request(n, "search/query", search)))
+    answers = [raw.recv() for raw in clients]
+    assert [a["id"] for a in answers] == list(range(200))
+    assert all(a.get("result") == expected for a in answers)
+    # Bounded: the request workers, plus whatever fixed pools LanceDB starts on demand; not one per connection.
+    assert threads_of(pid) <= base + WORKERS + 10
+    for raw in clients:
+        raw.close()
+
+    def through_the_client(_n):  # the project's own client, 200 at once, each its own connection
+        with connect(d.root, True, load_settings(d.root), timeout=60) as client:
+            return client.request("search/query", search, timeout=60)
+
+    with ThreadPoolExecutor(200) as pool:
+        assert all(answer == expected for answer in pool.map(through_the_client, range(200)))
+    assert threads_of(pid) <= base + WORKERS + 10
+    raw = idle[0]
+    raw.send(b'ry", "params": {"query": "verify token", "k": 1}}\n')  # the half frame, finished much later
+    assert raw.recv()["result"] == expected
+    for raw in idle:
+        raw.close()
+    assert lifecycle.pid_alive(pid)
+
+
+def test_past_the_connection_cap_a_client_is_told_so_and_the_client_waits_for_a_free_slot(daemons):
+    import threading
+
+    from localidx.client import connect
+
+    d = daemons
+    d.start(env={"LOCALIDX_DAEMON_MAX_CONNECTIONS": "8"})
+    held = [d.raw() for _ in range(8)]
+    for n, raw in enumerate(held):
+        assert raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION}, id_=n)["id"] == n
+    with d.raw() as extra:
+        refused = extra.recv()
+        assert refused["id"] is None and refused["error"]["code"] == protocol.OVERLOADED
+        assert "try again" in refused["error"]["message"]
+        assert extra.reader.readline() == b""  # and closed
+    got: list = []
+
+    def connect_when_free():
+        with connect(d.root, True, load_settings(d.root), timeout=30) as client:
+            got.append(client.request("index/status", {"check_work_tree": False})["state"])
+
+    waiting = threading.Thread(target=connect_when_free)
+    waiting.start()
+    time.sleep(1.0)
+    assert not got  # still waiting for a slot
+    held.pop().close()
+    waiting.join(30)
+    assert got == ["READY"]
+    for raw in held:
+        raw.close()
+    assert hello_daemon(d)["connections"]["refused"] >= 2
+
+
+def test_a_response_over_the_frame_limit_is_delivered_to_a_client_that_asked_for_it(daemons):
+    d = daemons
+    d.start()
+    d.ready()
+    deep = d.root / ("d" * 100)
+    deep.mkdir()
+    for n in range(6000):  # not indexed (no watcher): index/status lists each as changed, over 1 MiB of paths
+        (deep / f"{n:05}_{'x' * 110}.txt").write_text("x\n")
+    with d.raw() as raw:
+        too_large = raw.ask("index/status", {})
+        assert too_large["id"] == 1 and too_large["error"]["code"] == protocol.RESPONSE_TOO_LARGE
+        assert too_large["error"]["data"]["bytes"] > protocol.MAX_FRAME_BYTES
+        assert "max_frame_bytes" in too_large["error"]["message"]
+        hello = raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION,
+                                         "max_frame_bytes": 64 * 1024 * 1024}, id_=2)
+        assert hello["result"]["max_frame_bytes"] == 64 * 1024 * 1024
+        report = raw.ask("index/status", {}, id_=3)["result"]
+        assert len(report["changed_files"]) == 6000
+    proc = d.cli("status", "--json")  # the project's client raises its limit by itself
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)["changed_files"]) == 6000
+
+
+def test_the_idle_release_drops_the_model_and_the_next_query_loads_it_again(daemons):
+    d = daemons
+    d.start(env={"LOCALIDX_DAEMON_RELEASE_S": "1"})
+    d.ready()
+    released = wait_for(lambda: (lambda m: m if m["released"] else None)(hello_daemon(d)["memory"]), 30,
+                        "the idle release")
+    assert released["model_loaded"] is False and released["releases"] >= 1
+    assert "released the model and the index caches" in d.cli("daemon", "logs").stdout
+    assert "verify_token" in [m["symbol"] for m in search_over_socket(d)]  # loads it again
+    after = hello_daemon(d)["memory"]
+    assert after["model_loaded"] is True
+    (d.root / "billing.py").write_text("def charge_invoice(invoice):\n    return invoice.total\n")
+    wait_for(lambda: hello_daemon(d)["memory"]["released"], 30, "a second release")
+    with d.raw() as raw:  # the writer opens its index again for the run
+        record = raw.ask("index/reindex", {"paths": ["billing.py"], "wait": True})["result"]
+    assert record["files_processed"] == 1
+    assert "billing.py" in [m["path"] for m in search_over_socket(d, "charge invoice")]
+
+
+def test_a_subscriber_hears_about_runs_and_does_not_keep_the_daemon_up(daemons):
+    d = daemons
+    pid = d.start(env={"LOCALIDX_DAEMON_IDLE_S": "6"})
+    d.ready()
+    with d.raw() as sub:
+        first = sub.ask("daemon/subscribe", {"interval_ms": 50})["result"]
+        assert first["subscribed"] is True and first["status"]["state"] == "READY"
+        chunks = first["status"]["chunks"]
+        (d.root / "billing.py").write_text("def charge_invoice(invoice):\n    return invoice.total\n")
+        with d.raw() as other:
+            assert other.ask("index/reindex", {"paths": ["billing.py"], "wait": True})["result"][
+                "files_processed"] == 1
+        notes = []
+        while not notes or notes[-1]["state"] != "READY" or notes[-1]["chunks"] == chunks:
+            frame = sub.recv()
+            assert "id" not in frame and frame["method"] == "index/progress", frame
+            notes.append(frame["params"])
+        states = [n["state"] for n in notes]
+        assert "INDEXING" in states and states[-1] == "READY"
+        assert [n["seq"] for n in notes] == sorted(n["seq"] for n in notes)
+        sub.send(protocol.encode(protocol.request(5, "index/status", {"check_work_tree": False})))
+        answer, _ = read_until_id(sub, 5)  # answers and notifications share the connection, told apart by id
+        assert answer["result"]["chunks"] > chunks
+        # Only notifications from here on: the daemon idles out while the subscriber stays connected, and its last
+        # notification says why.
+        wait_for(lambda: not lifecycle.pid_alive(pid), 60, "the idle daemon to stop with a subscriber connected")
+        last = None
+        while True:
+            line = sub.reader.readline()
+            if not line:
+                break
+            last = json.loads(line)
+        assert last is not None and last["params"]["stopping"] == "idle for 6 s"
+    assert "idle for 6 s" in d.cli("daemon", "logs").stdout
+
+
+def test_a_hybrid_query_is_embedded_ahead_with_the_very_text_search_embeds(make_repo, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
+
+    from localidx.daemon.handlers.search import vector_text
+    from localidx.daemon.model import Prepared
+    from localidx.indexer import run_index
+    from localidx.retrieve import search
+    from localidx.store.index import open_index
+
+    root = make_repo({"auth.py": AUTH, "README.md": README})
+    settings = load_settings(root).replace(embed_model="fake", home=str(tmp_path / "home"), watch=False)
+    run_index(root, True, settings)
+    index = open_index(root, True, settings, read_only=True)
+    calls: list[str] = []
+
+    class Counting:
+        model_id, dim = index.embedder.model_id, index.embedder.dim
+
+        def embed_query(self, text):
+            calls.append(text)
+            return index.embedder.embed_query(text)
+
+        def embed(self, texts):
+            return index.embedder.embed(texts)
+
+    report = ("Traceback (most recent call last):\n  File \"auth.py\", line 3, in verify_token\n"
+              "    return token == secret\nTypeError: verify_token() missing 1 required positional argument\n"
+              + "when I log in with a bearer token the session never opens. " * 20)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            for query in ("verify token", report):
+                calls.clear()
+                ahead = Prepared(Counting(), vector_text(query), pool)
+                plain = search(index, query, k=3)
+                prepared = search(replace(index, embedder=ahead), query, k=3)
+                assert [m.id for m in prepared] == [m.id for m in plain]
+                assert calls == [vector_text(query)]  # embedded once, ahead: search found it ready
+    finally:
+        index.close()

@@ -255,12 +255,14 @@ def clean_stale(paths: DaemonPaths) -> dict | None:
 def spawn(paths: DaemonPaths) -> subprocess.Popen:
     """Start ``localidx daemon run`` detached (its own session, stdio to the log) in the work tree; returns at once."""
     paths.worktree.mkdir(parents=True, exist_ok=True)
+    # Two malloc arenas instead of glibc's 8 per core: the same speed, a few hundred MB less (daemon/memory.py).
+    env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
     with open(paths.log, "ab") as log_file:
         # stderr to the log too: a crash before logging is set up (an import error) still leaves its traceback there.
         return subprocess.Popen(
             [sys.executable, "-m", "localidx", "daemon", "run", "--detached"],
             cwd=str(paths.root), stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-            start_new_session=True, close_fds=True,
+            start_new_session=True, close_fds=True, env=env,
         )
 
 

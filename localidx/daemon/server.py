@@ -1,4 +1,5 @@
-"""The daemon process: the socket, one thread per connection, the idle clock and an orderly shutdown.
+"""The daemon process: the socket, an event loop over every connection, a small pool of request workers, the idle
+clocks and an orderly shutdown.
 
 ``run_daemon`` is ``localidx daemon run``. In order: log to ``daemon.log``; take the write lock (held until exit);
 load the embedder once and warm it; start the writer thread with a full reconcile as its first job; listen on the
@@ -6,38 +7,121 @@ socket (0600, in a 0700 dir); write the status file; start the watcher; serve un
 the idle timeout. Shutdown removes the status file and the socket first (so a new daemon can start at once), stops
 the watcher and the writer, lets requests in flight finish (bounded), then releases the lock by exiting.
 
-Each connection reads frames with a bounded ``readline`` (an oversize line is answered with ``PARSE_ERROR`` and the
-rest of it discarded), answers each with exactly one frame, and survives anything a client sends. Handlers are
-looked up in ``routes.ROUTES`` and called as ``handler(daemon, params)``.
+**Threads are bounded.** One event loop (the main thread, ``selectors``) accepts, reads and writes every connection;
+complete request frames go to ``WORKERS`` request threads. A connection costs a buffer, not a thread: an idle client,
+or one that sent half a frame and went quiet, costs nothing else. Requests of one connection are handled one at a
+time, in order (each gets exactly one response, in order); requests of different connections run side by side on the
+workers. A request that waits for the writer (``index/reindex`` with ``wait``) holds no worker: its handler returns a
+``Future`` and the response goes out when it resolves. Past ``daemon_max_connections`` open connections a new one
+is answered ``OVERLOADED`` and closed. The listen backlog is the system's maximum, and the accept loop drains it at
+once, so a burst of clients waits in the queue instead of being refused.
+
+**Frames.** Requests are at most ``MAX_FRAME_BYTES``: an oversize line is answered with ``PARSE_ERROR`` and the rest
+of it discarded. Responses are limited by the connection's frame limit, which ``daemon/hello`` may raise (localidx's
+own clients raise it to 1 GiB); a response over it is answered with ``RESPONSE_TOO_LARGE``, naming the size. A
+connection that pipelines more than ``MAX_QUEUED`` requests, or does not read its answers, is not read from until it
+catches up (backpressure, not memory).
+
+**Notifications.** ``daemon/subscribe`` makes a connection a subscriber: the writer's phase changes and progress are
+published to it as ``index/progress`` notifications (the index's state, computed cheaply in a worker and throttled
+to the subscriber's interval; a change of state goes out at once). Notifications are not activity: a subscribed
+editor does not keep the daemon from releasing its model or idling out.
+
+**Idle release.** After ``daemon_release_s`` without a request that reads the index or a writer run, the model, the
+readers' LanceDB connection (and its index caches) and the writer's open index are dropped and freed memory is
+returned to the system; the next query loads them again. After ``daemon_idle_s`` without any request or change the
+daemon exits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import gc
 import logging
 import os
+import resource
+import selectors
 import signal
 import socket
 import sys
 import threading
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 from localidx import protocol
 from localidx.config import Settings
-from localidx.daemon import lifecycle
+from localidx.daemon import lifecycle, memory
 from localidx.errors import LocalidxError, UsageError
-from localidx.protocol import (INDEX_NOT_READY, INTERNAL_ERROR, MAX_FRAME_BYTES, PARSE_ERROR, SHUTTING_DOWN,
-                               USAGE_ERROR, ProtocolError)
+from localidx.protocol import (INDEX_NOT_READY, INTERNAL_ERROR, MAX_FRAME_BYTES, OVERLOADED, PARSE_ERROR,
+                               RESPONSE_TOO_LARGE, SHUTTING_DOWN, USAGE_ERROR, ProtocolError)
 
 log = logging.getLogger(__name__)
 
 LOG_MAX_BYTES = 1_000_000  # one rotated file kept: at most about 2 MB of logs per work tree
-ACCEPT_TICK_S = 0.5  # how often the accept loop wakes up to look at the stop flag and the idle clock
+TICK_S = 0.5  # how often the loop wakes up by itself to look at the stop flag and the idle clocks
 DRAIN_S = 5.0  # how long shutdown waits for requests in flight to be answered
 WRITER_JOIN_S = 30.0  # how long shutdown waits for the writer to end its run (it stops between embedding batches)
 LOCK_WAIT_S = 10.0  # a daemon that is stopping still holds the lock for a moment: a restart waits for it
+WORKERS = 4  # request threads: queries are CPU-bound, so more than a few only queue inside ONNX Runtime and LanceDB
+EMBEDDERS = 2  # threads that embed a query while its request thread runs the BM25 arm (model.Prepared)
+READ_CHUNK = 256 * 1024
+SEND_CHUNK = 1024 * 1024
+MAX_QUEUED = 64  # frames of one connection waiting to be handled before the loop stops reading it
+MAX_PENDING_OUT = 8 * 1024 * 1024  # bytes of answers a connection has not read before the loop stops reading it
+DEFAULT_INTERVAL_MS = 500  # daemon/subscribe: the least time between two progress notifications
+FD_RESERVE = 256  # file descriptors kept for LanceDB, SQLite, the watcher and the log, below the connection cap
+# Methods that do not use the model or the index: they do not restart the release clock (they still count as
+# activity for the idle exit, except daemon/subscribe, which a window that is only open sends).
+_LIGHT = {"daemon/hello", "daemon/stop", "daemon/subscribe", "index/reindex"}
+
+
+class Session:
+    """One client connection, as the event loop sees it. The loop thread owns every field, except that the
+    ``daemon/hello`` and ``daemon/subscribe`` handlers set ``max_frame_bytes`` and ``interval_s`` on a worker before
+    their response is queued (the loop reads them only after that)."""
+
+    def __init__(self, sock: socket.socket, number: int):
+        self.sock = sock
+        self.number = number
+        self.inbuf = bytearray()
+        self.discarding = False  # inside an oversize line: drop bytes until its newline
+        self.queue: deque = deque()  # frames (bytes) and ready answers (_Ready) waiting their turn
+        self.busy = False  # one of its requests is with a worker (or waits on a Future)
+        self.out: deque = deque()  # encoded frames not yet sent
+        self.out_offset = 0
+        self.out_bytes = 0
+        self.eof = False  # the client half-closed: answer what it sent, then close
+        self.closed = False
+        self.mask = 0
+        self.max_frame_bytes = MAX_FRAME_BYTES
+        self.interval_s: float | None = None  # set by daemon/subscribe
+        self.subscribed = False
+        self.last_notified = 0.0
+        # Held while sending: a worker sends its answer itself when nothing is queued before it (no hand-off to
+        # the loop on the way out), and the loop sends everything else.
+        self.send_lock = threading.Lock()
+
+
+class _Ready:
+    """An answer decided by the loop itself (an oversize frame), kept in the queue to stay in order."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: dict):
+        self.response = response
+
+
+class Deferred:
+    """A handler's answer that comes later (``index/reindex`` with ``wait``): the worker is free meanwhile."""
+
+    def __init__(self, id_, method: str, future: Future):
+        self.id = id_
+        self.method = method
+        self.future = future
 
 
 class Daemon:
@@ -60,12 +144,36 @@ class Daemon:
         self._stop_reason = ""
         self._lock = threading.Lock()
         self._last_activity = time.monotonic()
+        self._last_use = time.monotonic()  # the model or the index was used (the release clock)
         self._in_flight = 0
-        self._connections: set[socket.socket] = set()
         self._listener: socket.socket | None = None
         self._socket_ino: int | None = None
-        self._released = False
+        self._released_files = False
         self._store = None  # the readers' shared ChunkStore (see reader)
+        self._local = threading.local()
+        # The event loop's state (loop thread only, except the completion queue and the wake-up pipe).
+        self._selector: selectors.BaseSelector | None = None
+        self._sessions: dict[int, Session] = {}
+        self._numbers = 0
+        self._completions: deque = deque()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._pool: ThreadPoolExecutor | None = None
+        self._embed_pool = ThreadPoolExecutor(max_workers=EMBEDDERS, thread_name_prefix="localidx-embed")
+        self.max_connections = max_connections(settings)
+        self.refused = 0  # connections answered OVERLOADED
+        # Notifications and the idle release.
+        self._status_dirty = False
+        self._status_urgent = False
+        self._status_job = False
+        self._status_seq = 0
+        self._last_state: str | None = None
+        self._last_status: dict | None = None
+        self._last_publish = 0.0
+        self.released = False  # the model and the caches are released until the next query
+        self.releases = 0
+        self._release_job = False
 
     # -- for handlers ---------------------------------------------------------------------------------------------
 
@@ -77,24 +185,54 @@ class Daemon:
         """Record activity (a request, a change): the idle clock starts again."""
         self._last_activity = time.monotonic()
 
-    @contextlib.contextmanager
-    def reader(self):
-        """A read-only Index for this thread (its own catalog connection) around the shared warm embedder and the
-        shared read-only store; closed on exit. Sharing one LanceDB connection keeps its index caches warm: opening
-        a connection per request re-read the full-text and ANN indexes every time (search through the socket took
-        168 ms instead of ~40 ms at 115k chunks: benchmarks/context.py)."""
-        from localidx.store.index import open_index_at
+    def used(self) -> None:
+        """The model or the index is in use (a query, a run): the release clock starts again."""
+        self._last_use = time.monotonic()
+        self.released = False
 
-        index = open_index_at(self.index_paths, self.settings, read_only=True, embedder=self.embedder,
-                              store=self._reader_store())
-        try:
-            yield index
-        finally:
-            index.close()
+    def session(self) -> Session | None:
+        """The connection whose request this thread is handling (None outside the socket, in tests)."""
+        return getattr(self._local, "session", None)
+
+    @contextlib.contextmanager
+    def reader(self, query: str | None = None):
+        """A read-only Index for this request around the shared warm embedder and the shared read-only store.
+
+        Sharing one LanceDB connection keeps its index caches warm: opening a connection per request re-read the
+        full-text and ANN indexes every time (search through the socket took 168 ms instead of ~40 ms at 115k
+        chunks: benchmarks/context.py). The catalog connection is the request thread's own (SQLite connections
+        belong to their thread) and is kept between requests: opening one cost 2.5 ms a request. In autocommit mode
+        every read sees what the writer has committed. A new generation, or the idle release, makes each thread
+        open a fresh one on its next request.
+
+        ``query``: a text the request will search in hybrid mode; it is embedded on another thread at once, so that
+        the BM25 arm runs meanwhile (``model.Prepared``)."""
+        from localidx.store.catalog import Catalog
+        from localidx.store.index import Index
+
+        self.used()
+        store = self._reader_store()
+        local = self._local
+        key = (store.generation, self.releases)
+        if getattr(local, "catalog_key", None) != key:
+            if getattr(local, "catalog", None) is not None:
+                with contextlib.suppress(Exception):
+                    local.catalog.close()
+            path = self.index_paths.catalog_for(store.generation)
+            local.catalog = Catalog(path, create=False)
+            # A catalog that does not exist yet reads as empty: look again next time rather than keep that.
+            local.catalog_key = key if path.exists() else None
+        embedder = self.embedder
+        if query:
+            from localidx.daemon.model import Prepared
+
+            embedder = Prepared(self.embedder, query, self._embed_pool)
+        yield Index(paths=self.index_paths, settings=self.settings, catalog=local.catalog, store=store,
+                    embedder=embedder, generation=store.generation)
 
     def _reader_store(self):
-        """The readers' ChunkStore, made on first use, again while the index directory does not exist yet, and again
-        when the writer has switched to a rebuilt generation."""
+        """The readers' ChunkStore, made on first use (and after a release), again while the index directory does
+        not exist yet, and again when the writer has switched to a rebuilt generation."""
         with self._lock:
             generation = self.index_paths.generation()
             if self._store is None or self._store._db is None or self._store.generation != generation:
@@ -111,7 +249,12 @@ class Daemon:
             "status_file": str(self.paths.status), "log": str(self.paths.log), "package_version": self.version,
             "protocol_version": protocol.PROTOCOL_VERSION, "started_at": self.started_at,
             "uptime_s": round(time.time() - self.started_at, 1), "idle_timeout_s": self.settings.daemon_idle_s,
-            "model": self.embedder.model_id, "watcher": self.watcher_mode, "writer": self.writer.describe(),
+            "release_after_s": self.settings.daemon_release_s, "model": self.embedder.model_id,
+            "watcher": self.watcher_mode, "writer": self.writer.describe(),
+            "connections": {"open": len(self._sessions), "max": self.max_connections, "refused": self.refused,
+                            "subscribed": sum(1 for s in list(self._sessions.values()) if s.subscribed)},
+            "memory": {**memory.usage(), "released": self.released, "releases": self.releases,
+                       "model_loaded": bool(getattr(self.embedder, "loaded", True))},
         }
 
     def status_record(self) -> dict:
@@ -127,9 +270,9 @@ class Daemon:
         and the new one's files must not be removed by this one on its way out. Connections already open stay
         open; no new client can reach this daemon once its socket path is gone."""
         with self._lock:
-            if self._released:
+            if self._released_files:
                 return
-            self._released = True
+            self._released_files = True
         status = lifecycle.read_status(self.paths.status)
         if status is not None and status.get("pid") == self.pid:
             lifecycle.unlink_quietly(self.paths.status)
@@ -140,11 +283,59 @@ class Daemon:
             pass
 
     def request_stop(self, reason: str) -> None:
-        """Begin shutdown (the accept loop notices within ACCEPT_TICK_S); requests arriving now get SHUTTING_DOWN."""
+        """Begin shutdown (the loop notices at once); requests arriving now get SHUTTING_DOWN."""
         if not self._stop.is_set():
             self._stop_reason = reason
             log.info("stopping: %s", reason)
             self._stop.set()
+            self._wake()
+
+    # -- notifications ------------------------------------------------------------------------------------------
+
+    def notify(self, urgent: bool = False) -> None:
+        """The index or the writer changed (any thread): subscribers get a fresh ``index/progress`` soon, at once
+        when ``urgent`` (a phase or state change), else within their interval."""
+        self._status_dirty = True
+        if urgent:
+            self._status_urgent = True
+        self._wake()
+
+    def light_status(self) -> dict:
+        """The ``index/progress`` notification's params: the state without a work-tree walk or a table scan."""
+        from localidx.store.catalog import Catalog
+
+        writer = self.writer.describe()
+        chunks = 0
+        table = self._reader_store().snapshot()
+        if table is not None:
+            chunks = table.count_rows()
+        catalog = Catalog(self.index_paths.catalog_for(self.index_paths.generation()), create=False)
+        try:
+            files = catalog.connection.execute("SELECT COUNT(*) FROM files WHERE skipped = ''").fetchone()[0]
+        finally:
+            catalog.close()
+        pending = min(chunks, max(0, int(writer.get("pending_vectors") or 0)))
+        if self.writer.busy:
+            state = "INDEXING"
+        elif not files or not chunks:
+            state = "EMPTY"
+        elif pending:
+            state = "STALE"
+        else:
+            state = "READY"
+        progress = writer.get("progress") or {}
+        percent = None
+        if state == "INDEXING" and isinstance(progress.get("done"), int) and progress.get("total"):
+            percent = min(100, int(100 * progress["done"] / progress["total"]))
+        with self._lock:
+            self._status_seq += 1
+            seq = self._status_seq
+        status = {"seq": seq, "state": state, "files": files, "chunks": chunks, "chunks_with_vectors": chunks - pending,
+                  "embedding_progress": round((chunks - pending) / chunks, 4) if chunks else 0.0, "percent": percent,
+                  "writer": {k: v for k, v in writer.items() if k != "last_run"},
+                  "memory": {"released": self.released, "rss_mb": memory.usage().get("rss_mb")}}
+        self._last_status = status
+        return status
 
     # -- the socket ---------------------------------------------------------------------------------------------
 
@@ -167,84 +358,291 @@ class Daemon:
         # and it is reachable under its real name only after that.
         listener.bind(str(staging))
         os.chmod(staging, 0o600)
-        listener.listen(64)
-        listener.settimeout(ACCEPT_TICK_S)
+        # The system's maximum backlog (net.core.somaxconn caps it): a burst of clients queues instead of being
+        # refused while the loop accepts them.
+        listener.listen(socket.SOMAXCONN)
+        listener.setblocking(False)
         os.replace(staging, path)
         self._listener = listener
         self._socket_ino = os.stat(path).st_ino
         lifecycle.write_status(self.paths.status, self.status_record())
-        log.info("listening on %s (pid %d, localidx %s, protocol %d)", path, self.pid, self.version,
-                 protocol.PROTOCOL_VERSION)
+        log.info("listening on %s (pid %d, localidx %s, protocol %d, up to %d connections)", path, self.pid,
+                 self.version, protocol.PROTOCOL_VERSION, self.max_connections)
 
     def serve(self) -> None:
-        """Accept connections until asked to stop; each gets a thread."""
+        """Run the event loop until asked to stop."""
         assert self._listener is not None
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ, None)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="localidx-request")
         while not self._stop.is_set():
+            self._turn(self._timeout())
+            self._check_idle()
+
+    def _timeout(self) -> float:
+        if self._status_dirty and self._subscribers():
+            wait = self._last_publish + self._publish_interval() - time.monotonic()
+            return max(0.0, min(TICK_S, wait))
+        return TICK_S
+
+    def _turn(self, timeout: float) -> None:
+        """One pass of the loop: wait for sockets (at most ``timeout`` s), then serve what is ready."""
+        assert self._selector is not None
+        try:
+            events = self._selector.select(timeout)
+        except InterruptedError:
+            events = []
+        for key, mask in events:
+            if key.data is None:
+                self._accept()
+            elif key.data == "wake":
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(self._wake_r, 4096):
+                        pass
+            else:
+                session = key.data
+                if mask & selectors.EVENT_READ and not session.closed:
+                    self._read(session)
+                if mask & selectors.EVENT_WRITE and not session.closed:
+                    self._flush(session)
+        self._apply_completions()
+        self._maybe_publish()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"x")
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
             try:
                 conn, _ = self._listener.accept()
-            except socket.timeout:
-                self._check_idle()
-                continue
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError as exc:
-                if self._stop.is_set():
-                    break
-                log.warning("accept failed: %s", exc)
-                time.sleep(0.1)  # out of file descriptors, say: do not spin
-                continue
-            conn.settimeout(None)
-            with self._lock:
-                self._connections.add(conn)
-            threading.Thread(target=self._serve_connection, args=(conn,), name="localidx-conn", daemon=True).start()
-
-    def _check_idle(self) -> None:
-        idle_s = self.settings.daemon_idle_s
-        if idle_s <= 0 or self._in_flight or self.writer.busy:
-            return
-        if time.monotonic() - self._last_activity >= idle_s:
-            self.request_stop(f"idle for {idle_s:g} s")
-
-    def _serve_connection(self, conn: socket.socket) -> None:
-        try:
-            reader = conn.makefile("rb")
-            while True:
-                line = reader.readline(MAX_FRAME_BYTES + 1)
-                if not line:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    log.warning("accept failed: %s", exc)  # the connection waits in the backlog
                     return
-                if len(line) > MAX_FRAME_BYTES:
-                    if not line.endswith(b"\n"):
-                        _discard_line(reader)
-                    response = protocol.error(None, ProtocolError(PARSE_ERROR, f"frame over {MAX_FRAME_BYTES} bytes"))
-                    if not _send(conn, response):
-                        return
-                    continue
-                if not line.strip():
-                    continue  # a blank line is no frame (someone pressed Enter in socat)
-                with self._counting():
-                    if not _send(conn, self.handle_frame(line)):
-                        return
-        except OSError as exc:
-            log.debug("connection dropped: %s", exc)
-        except Exception:  # the connection's own bug must not end the daemon
-            log.exception("connection failed")
-        finally:
-            with self._lock:
-                self._connections.discard(conn)
-            with contextlib.suppress(OSError):
-                conn.close()
+                if self._stop.is_set():
+                    return
+                log.warning("accept failed: %s", exc)
+                return
+            if len(self._sessions) >= self.max_connections or self._stop.is_set():
+                self._refuse(conn)
+                continue
+            conn.setblocking(False)
+            self._numbers += 1
+            session = Session(conn, self._numbers)
+            self._sessions[conn.fileno()] = session
+            self._set_mask(session, selectors.EVENT_READ)
 
-    @contextlib.contextmanager
-    def _counting(self):
-        with self._lock:
-            self._in_flight += 1
+    def _refuse(self, conn: socket.socket) -> None:
+        if self._stop.is_set():
+            err = ProtocolError(SHUTTING_DOWN, "the daemon is stopping")
+        else:
+            self.refused += 1
+            err = ProtocolError(OVERLOADED, f"the daemon serves {self.max_connections} connections already "
+                                            f"(daemon_max_connections); try again later")
+            if self.refused in (1, 10, 100) or self.refused % 1000 == 0:
+                log.warning("refused a connection: %d open (%d refused so far)", len(self._sessions), self.refused)
+        with contextlib.suppress(OSError):
+            conn.setblocking(False)
+            conn.send(protocol.encode(protocol.error(None, err)))
+        with contextlib.suppress(OSError):
+            conn.close()
+
+    def _set_mask(self, session: Session, mask: int) -> None:
+        assert self._selector is not None
+        if session.closed or mask == session.mask:
+            return
+        if mask == 0:
+            self._selector.unregister(session.sock)
+        elif session.mask == 0:
+            self._selector.register(session.sock, mask, session)
+        else:
+            self._selector.modify(session.sock, mask, session)
+        session.mask = mask
+
+    def _update_mask(self, session: Session) -> None:
+        reading = not session.eof and len(session.queue) < MAX_QUEUED and session.out_bytes < MAX_PENDING_OUT
+        mask = (selectors.EVENT_READ if reading else 0) | (selectors.EVENT_WRITE if session.out else 0)
+        self._set_mask(session, mask)
+
+    def _read(self, session: Session) -> None:
         try:
-            yield
-        finally:
-            with self._lock:
+            data = session.sock.recv(READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            log.debug("connection %d dropped: %s", session.number, exc)
+            self._close(session)
+            return
+        if not data:
+            session.eof = True
+            if session.inbuf and not session.discarding:
+                session.queue.append(bytes(session.inbuf))  # a last line without a newline still counts
+            session.inbuf.clear()
+        else:
+            self._split(session, data)
+        self._pump(session)
+        self._update_mask(session)
+        self._maybe_close(session)
+
+    def _split(self, session: Session, data: bytes) -> None:
+        """Cut what arrived into frames (``session.queue``), keeping a partial line in ``inbuf``."""
+        start = 0
+        while True:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                break
+            piece = data[start:newline + 1]
+            start = newline + 1
+            if session.discarding:
+                session.discarding = False
+                continue
+            if session.inbuf:
+                session.inbuf += piece
+                line = bytes(session.inbuf)
+                session.inbuf.clear()
+            else:
+                line = piece
+            if len(line) > MAX_FRAME_BYTES:
+                session.queue.append(_Ready(_oversize()))
+            elif line.strip():
+                session.queue.append(line)  # a blank line is no frame (someone pressed Enter in socat)
+        rest = data[start:]
+        if rest and not session.discarding:
+            session.inbuf += rest
+            if len(session.inbuf) >= MAX_FRAME_BYTES:  # with its newline it would be over the limit
+                session.inbuf.clear()
+                session.discarding = True
+                session.queue.append(_Ready(_oversize()))
+
+    def _pump(self, session: Session) -> None:
+        """Hand the session's next frame to a worker, unless one of its requests is already there."""
+        while not session.busy and session.queue and not session.closed:
+            item = session.queue.popleft()
+            if isinstance(item, _Ready):
+                self._queue_out(session, protocol.encode(item.response))
+                continue
+            session.busy = True
+            self._in_flight += 1
+            assert self._pool is not None
+            try:
+                self._pool.submit(self._work, session, item)
+            except RuntimeError:  # the pool is shut down: the daemon is on its way out
+                session.busy = False
                 self._in_flight -= 1
-            self.touch()
+                self._queue_out(session, protocol.encode(protocol.error(
+                    None, ProtocolError(SHUTTING_DOWN, "the daemon is stopping"))))
+
+    def _work(self, session: Session, frame: bytes) -> None:
+        """On a worker: one frame -> its response (now, or when its Future resolves)."""
+        self._local.session = session
+        try:
+            answer = self._answer(frame)
+        except BaseException as exc:  # _answer never raises; a slip must still answer and free the session
+            log.exception("a request failed outside its handler")
+            answer = protocol.error(None, ProtocolError(INTERNAL_ERROR, _one_line(exc)))
+        finally:
+            self._local.session = None
+        if isinstance(answer, Deferred):
+            deferred = answer
+            deferred.future.add_done_callback(
+                lambda future: self._complete(session, self._settle(deferred)))
+            return
+        self._complete(session, answer)
+
+    def _complete(self, session: Session, response: dict) -> None:
+        """Any thread: the session's current request is answered. When nothing waits to be sent before it, the
+        answer goes out from this thread at once (what the socket takes); the loop sends the rest and moves on."""
+        data = _encode(response, session.max_frame_bytes)
+        with session.send_lock:
+            if not session.out and not session.closed:
+                try:
+                    data = data[session.sock.send(data):]
+                except (BlockingIOError, InterruptedError):
+                    pass
+                except OSError:
+                    pass  # the loop finds out when it sends or reads
+        self._completions.append((session, data, True))
+        self._wake()
+
+    def _apply_completions(self) -> None:
+        while self._completions:
+            session, data, done = self._completions.popleft()
+            if session is None:  # a notification for every subscriber
+                self._broadcast(data)
+                continue
+            if done:
+                self._in_flight -= 1
+                session.busy = False
+                if session.interval_s is not None and not session.subscribed and not session.closed:
+                    session.subscribed = True  # after its subscribe answer: notifications follow it
+            if session.closed:
+                continue
+            self._queue_out(session, data)
+            self._pump(session)
+            self._update_mask(session)
+            self._maybe_close(session)
+
+    def _queue_out(self, session: Session, data: bytes) -> None:
+        if not data:
+            return
+        with session.send_lock:
+            session.out.append(data)
+            session.out_bytes += len(data)
+        self._flush(session)
+
+    def _flush(self, session: Session) -> None:
+        failed: OSError | None = None
+        with session.send_lock:
+            while session.out and not session.closed:
+                first = session.out[0]
+                view = memoryview(first)[session.out_offset:session.out_offset + SEND_CHUNK]
+                try:
+                    sent = session.sock.send(view)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError as exc:
+                    failed = exc
+                    break
+                session.out_offset += sent
+                session.out_bytes -= sent
+                if session.out_offset >= len(first):
+                    session.out.popleft()
+                    session.out_offset = 0
+        if failed is not None:
+            log.debug("client %d went away before its answer: %s", session.number, failed)
+            self._close(session)
+            return
+        self._update_mask(session)
+        self._maybe_close(session)
+
+    def _maybe_close(self, session: Session) -> None:
+        if session.eof and not session.busy and not session.queue and not session.out and not session.closed:
+            self._close(session)
+
+    def _close(self, session: Session) -> None:
+        if session.closed:
+            return
+        self._set_mask(session, 0)
+        session.closed = True
+        self._sessions.pop(session.sock.fileno(), None)
+        with contextlib.suppress(OSError):
+            session.sock.close()
+        session.out.clear()
+        session.queue.clear()
+
+    # -- requests ---------------------------------------------------------------------------------------------
 
     def handle_frame(self, frame: bytes) -> dict:
-        """One request frame -> its one response (never raises)."""
+        """One request frame -> its one response (never raises); waits for a deferred answer."""
+        answer = self._answer(frame)
+        return self._settle(answer) if isinstance(answer, Deferred) else answer
+
+    def _answer(self, frame: bytes):
         try:
             id_, method, params = protocol.decode_request(frame)
         except ProtocolError as exc:
@@ -255,19 +653,126 @@ class Daemon:
             return protocol.error(None, ProtocolError(PARSE_ERROR, _one_line(exc)))
         return self.dispatch(id_, method, params)
 
-    def dispatch(self, id_, method: str, params: dict) -> dict:
-        """Run the handler of a decoded request; its exceptions become error responses."""
+    def dispatch(self, id_, method: str, params: dict):
+        """Run the handler of a decoded request; its exceptions become error responses. A handler that returns a
+        ``Future`` answers when it resolves: this returns a ``Deferred`` then."""
         from localidx.daemon.routes import ROUTES
 
         if self._stop.is_set():
             return protocol.error(id_, ProtocolError(SHUTTING_DOWN, "the daemon is stopping"))
-        self.touch()
+        if method != "daemon/subscribe":
+            self.touch()
+        if method not in _LIGHT:
+            self.used()
+        started = time.perf_counter()
         try:
-            return protocol.result(id_, ROUTES[method](self, params))
+            value = ROUTES[method](self, params)
         except ProtocolError as exc:
             return protocol.error(id_, exc)
         except Exception as exc:
             return protocol.error(id_, _as_protocol_error(exc, method))
+        finally:
+            log.debug("%s handled in %.1f ms", method, (time.perf_counter() - started) * 1e3)
+        if isinstance(value, Future):
+            return Deferred(id_, method, value)
+        return protocol.result(id_, value)
+
+    def _settle(self, deferred: Deferred) -> dict:
+        try:
+            value = deferred.future.result()
+        except ProtocolError as exc:
+            return protocol.error(deferred.id, exc)
+        except Exception as exc:
+            return protocol.error(deferred.id, _as_protocol_error(exc, deferred.method))
+        self.touch()
+        return protocol.result(deferred.id, value)
+
+    # -- subscribers --------------------------------------------------------------------------------------------
+
+    def _subscribers(self) -> list[Session]:
+        return [s for s in self._sessions.values() if s.subscribed and not s.closed]
+
+    def _publish_interval(self) -> float:
+        intervals = [s.interval_s for s in self._subscribers() if s.interval_s]
+        return min(intervals) if intervals else DEFAULT_INTERVAL_MS / 1000
+
+    def _maybe_publish(self) -> None:
+        if not self._status_dirty or self._status_job or self._stop.is_set():
+            return
+        if not self._subscribers():
+            self._status_dirty = self._status_urgent = False
+            return
+        now = time.monotonic()
+        if not self._status_urgent and now < self._last_publish + self._publish_interval():
+            return
+        self._status_dirty = self._status_urgent = False
+        self._status_job = True
+        self._last_publish = now
+        assert self._pool is not None
+        try:
+            self._pool.submit(self._publish)
+        except RuntimeError:
+            self._status_job = False
+
+    def _publish(self) -> None:
+        """On a worker: compute the status once and queue it for every subscriber."""
+        try:
+            status = self.light_status()
+            if status["state"] != self._last_state:
+                self._last_state = status["state"]
+            data = protocol.encode(protocol.notification("index/progress", status))
+        except Exception:  # noqa: BLE001 - a failed status is skipped; the next change publishes again
+            log.exception("cannot compute the status for subscribers")
+            data = None
+        self._completions.append((None, data, False))
+        self._wake()
+
+    def _broadcast(self, data: bytes | None) -> None:
+        self._status_job = False
+        if data is None:
+            return
+        for session in self._subscribers():
+            session.last_notified = time.monotonic()
+            self._queue_out(session, data)
+
+    # -- idle clocks ----------------------------------------------------------------------------------------------
+
+    def _check_idle(self) -> None:
+        if self._in_flight or self.writer.busy:
+            return
+        now = time.monotonic()
+        idle_s = self.settings.daemon_idle_s
+        if idle_s > 0 and now - self._last_activity >= idle_s:
+            self.request_stop(f"idle for {idle_s:g} s")
+            return
+        release_s = self.settings.daemon_release_s
+        if release_s > 0 and not self.released and not self._release_job and now - self._last_use >= release_s:
+            self._release_job = True
+            assert self._pool is not None
+            self._pool.submit(self._release)
+
+    def _release(self) -> None:
+        """On a worker: drop the model, the readers' store and the writer's open index; give the memory back."""
+        try:
+            before = memory.usage().get("rss_mb")
+            self.writer.release()
+            with self._lock:
+                self._store = None
+            release = getattr(self.embedder, "release", None)
+            if release is not None:
+                release()
+            gc.collect()
+            memory.trim()
+            if time.monotonic() - self._last_use >= self.settings.daemon_release_s:
+                self.released = True
+                self.releases += 1
+            log.info("released the model and the index caches after %g s without queries: RSS %s -> %s MB",
+                     self.settings.daemon_release_s, before, memory.usage().get("rss_mb"))
+            self.notify(urgent=True)
+        except Exception:  # noqa: BLE001 - a failed release leaves things loaded, which still works
+            log.exception("releasing memory failed")
+        finally:
+            self._release_job = False
 
     # -- shutdown -----------------------------------------------------------------------------------------------
 
@@ -275,48 +780,81 @@ class Daemon:
         """Stop in order: files, watcher, writer, requests in flight, connections, the writer thread."""
         self._stop.set()
         self.release_files()
+        if self._listener is not None and self._selector is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(self._listener)
         if watcher is not None:
             with contextlib.suppress(Exception):
                 watcher.stop()
         self.writer.stop()
-        lifecycle.wait_until(lambda: self._in_flight == 0, DRAIN_S)
+        if self._selector is not None and self._subscribers():
+            # The last word to subscribers: why the connection is about to end (an editor shows "idle", not "down").
+            with self._lock:
+                self._status_seq += 1
+                seq = self._status_seq
+            last = self._last_status or {"state": self._last_state or "READY"}
+            self._broadcast(protocol.encode(protocol.notification(
+                "index/progress", {**last, "seq": seq, "stopping": self._stop_reason or "shutdown"})))
+        deadline = time.monotonic() + DRAIN_S
+        if self._selector is not None:
+            while time.monotonic() < deadline:
+                pending = self._in_flight or any(s.out for s in self._sessions.values())
+                if not pending and not self._completions:
+                    break
+                self._turn(0.05)
         if self._listener is not None:
             self._listener.close()
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
+        for session in list(self._sessions.values()):
             with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
+                session.sock.shutdown(socket.SHUT_RDWR)
+            self._close(session)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._embed_pool.shutdown(wait=False, cancel_futures=True)
         self.writer.join(WRITER_JOIN_S)
         if self.writer.is_alive():
             log.warning("the writer did not finish within %.0f s; exiting anyway (the next run resumes)",
                         WRITER_JOIN_S)
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         log.info("stopped (%s)", self._stop_reason or "shutdown")
 
 
-def _discard_line(reader) -> None:
-    while True:
-        chunk = reader.readline(64 * 1024)
-        if not chunk or chunk.endswith(b"\n"):
-            return
+def max_connections(settings: Settings) -> int:
+    """``daemon_max_connections``, lowered to what the process's file-descriptor limit leaves room for (the soft
+    limit is raised to the hard one first, up to 65536)."""
+    wanted = int(settings.daemon_max_connections)
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = min(hard if hard != resource.RLIM_INFINITY else 65536, 65536)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+    except (ValueError, OSError):
+        return wanted
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, soft - FD_RESERVE))
 
 
-def _send(conn: socket.socket, response: dict) -> bool:
-    """Write one response frame; False when the client is gone."""
+def _oversize() -> dict:
+    return protocol.error(None, ProtocolError(PARSE_ERROR, f"frame over {MAX_FRAME_BYTES} bytes"))
+
+
+def _encode(response: dict, limit: int) -> bytes:
+    """One response frame, within the connection's limit: a larger one becomes RESPONSE_TOO_LARGE."""
     try:
         data = protocol.encode(response)
     except (TypeError, ValueError) as exc:
         log.exception("cannot encode a response")
-        data = protocol.encode(protocol.error(response.get("id"), ProtocolError(INTERNAL_ERROR, _one_line(exc))))
-    if len(data) > MAX_FRAME_BYTES:
-        message = f"the response ({len(data)} bytes) is over the {MAX_FRAME_BYTES}-byte frame limit"
-        data = protocol.encode(protocol.error(response.get("id"), ProtocolError(INTERNAL_ERROR, message)))
-    try:
-        conn.sendall(data)
-        return True
-    except OSError as exc:
-        log.debug("client went away before its answer: %s", exc)
-        return False
+        return protocol.encode(protocol.error(response.get("id"), ProtocolError(INTERNAL_ERROR, _one_line(exc))))
+    if len(data) > limit:
+        message = (f"the response is {len(data)} bytes, over this connection's {limit}-byte frame limit: "
+                   f"ask for more with max_frame_bytes in daemon/hello")
+        data = protocol.encode(protocol.error(response.get("id"), ProtocolError(
+            RESPONSE_TOO_LARGE, message, {"bytes": len(data), "max_frame_bytes": limit})))
+    return data
 
 
 def _one_line(exc: BaseException) -> str:
@@ -391,6 +929,8 @@ def run_daemon(root: Path, in_git: bool, settings: Settings, log_to_stderr: bool
     from localidx.lock import WriteLock
     from localidx.store.paths import index_paths
 
+    if "MALLOC_ARENA_MAX" not in os.environ:
+        memory.limit_arenas()  # a daemon started by hand; lifecycle.spawn sets the variable for its own
     paths = lifecycle.daemon_paths(root, in_git, settings)
     ipaths = index_paths(root, in_git, settings.home)
     lifecycle.check_socket_dir(paths.socket, create=True)
@@ -414,19 +954,21 @@ def run_daemon(root: Path, in_git: bool, settings: Settings, log_to_stderr: bool
 
 
 def _serve(root: Path, in_git: bool, settings: Settings, paths: lifecycle.DaemonPaths, ipaths) -> None:
+    from localidx.daemon.model import SharedModel
     from localidx.daemon.writer import Writer
     from localidx.embed import get_embedder
 
     log.info("starting for %s (localidx %s, pid %d)", root, lifecycle.package_version(), os.getpid())
-    started = time.perf_counter()
-    embedder = get_embedder(settings.embed_model, threads=settings.embed_threads or None)
-    # Load the model now, once: every later query finds it warm, and readers never race to load it.
-    embedder.embed_query("localidx warm-up")
-    log.info("model %s ready in %.2f s", embedder.model_id, time.perf_counter() - started)
+    embedder = SharedModel(lambda: get_embedder(settings.embed_model, threads=settings.embed_threads or None))
+    # Load the model now, once: the first query finds it warm (after an idle release, the next query loads it).
+    embedder.load()
+    log.info("model %s ready; %s", embedder.model_id, memory.usage())
 
     writer = Writer(root, ipaths, settings, embedder)
     daemon = Daemon(root, in_git, settings, paths, ipaths, embedder, writer)
     writer.on_activity = daemon.touch  # a run that ends restarts the idle clock
+    writer.on_use = daemon.used  # a run uses the model and the index: the release clock starts again
+    writer.on_change = daemon.notify  # subscribers hear about phases and progress
     writer.submit(None, reason="reconcile on start")  # what changed while no daemon ran
     writer.start()
     writer.ready.wait()

@@ -7,7 +7,12 @@ the current embedding batch, with vectors still pending, and the next run (which
 its own) carries on. So a burst of edits is indexed promptly even while a large backlog is being embedded.
 
 The thread opens the writable ``Index`` itself (sqlite connections belong to the thread that made them) around the
-daemon's shared embedder; the caller holds the write lock for the daemon's life.
+daemon's shared embedder; the caller holds the write lock for the daemon's life. ``release()`` asks it to close that
+index while it is idle (the daemon's idle release: LanceDB's caches go with the connection); the next run opens it
+again.
+
+Hooks the daemon sets: ``on_activity`` (a run ended: the idle clock restarts), ``on_use`` (a run starts: the model
+and the index are in use) and ``on_change(urgent)`` (a phase changed or progress was made: subscribers are told).
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ class Writer(threading.Thread):
         self.settings = settings
         self.embedder = embedder
         self.on_activity = on_activity
+        self.on_use = lambda: None
+        self.on_change = lambda urgent=False: None
+        self._release = False
+        self._released = threading.Event()
         self.ready = threading.Event()  # set once the index is open (or failed to open: see ``open_error``)
         self.open_error: BaseException | None = None
         self._cond = threading.Condition()
@@ -73,6 +82,7 @@ class Writer(threading.Thread):
             if future is not None:
                 self._waiters.append(future)
             self._cond.notify_all()
+        self.on_change(True)  # queued work makes the state INDEXING
         return future
 
     def stop(self) -> None:
@@ -83,6 +93,17 @@ class Writer(threading.Thread):
             self._cond.notify_all()
         for future in waiters:
             future.set_exception(ProtocolError(SHUTTING_DOWN, "the daemon is stopping"))
+
+    def release(self, timeout: float = 30.0) -> bool:
+        """Ask the thread to close its index once it is idle (it opens it again for the next run); waits up to
+        ``timeout`` seconds. True when it was closed."""
+        with self._cond:
+            if self._stopping or not self.ready.is_set():
+                return False
+            self._released.clear()
+            self._release = True
+            self._cond.notify_all()
+        return self._released.wait(timeout)
 
     def queued(self) -> int:
         """How many paths wait for the next run (-1: everything)."""
@@ -134,12 +155,29 @@ class Writer(threading.Thread):
         try:
             while True:
                 with self._cond:
-                    while not self._stopping and not self._has_work():
+                    while not self._stopping and not self._has_work() and not self._release:
                         self._cond.wait()
                     if self._stopping:
                         break
+                    if self._release and not self._has_work():
+                        self._release = False
+                        if index is not None:
+                            index.close()
+                            index = None
+                        self._released.set()
+                        continue
+                    self._release = False
                     only, waiters, reasons = self._take()
                     self._running = True
+                self.on_use()
+                if index is None:
+                    try:
+                        index = open_for_writing(self.index_paths, self.settings, embedder=self.embedder)
+                    except BaseException as exc:
+                        self._fail(waiters, exc, "cannot open the index for writing")
+                        if not isinstance(exc, Exception):
+                            raise
+                        continue
                 self._run_once(index, only, waiters, reasons)
         finally:
             with self._cond:
@@ -148,8 +186,19 @@ class Writer(threading.Thread):
                 waiters, self._waiters = self._waiters, []
             for future in waiters:
                 future.set_exception(ProtocolError(SHUTTING_DOWN, "the daemon is stopping"))
-            index.close()
+            if index is not None:
+                index.close()
             self.phase = "stopped"
+            self._released.set()
+
+    def _fail(self, waiters: list[Future], exc: BaseException, what: str) -> None:
+        log.exception(what)
+        self.last_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        for future in waiters:
+            future.set_exception(exc)
+        with self._cond:
+            self._running = False
+        self.on_change(True)
 
     def _run_once(self, index, only: list[str] | None, waiters: list[Future], reasons: str) -> None:
         from localidx.errors import IndexDamaged
@@ -183,10 +232,17 @@ class Writer(threading.Thread):
         finally:
             self.runs += 1
             self.progress = {}
+            from localidx.daemon import memory
+
+            memory.trim()  # a run's chunks, rows and batches are garbage now: give their pages back
             with self._cond:
                 self._running = False
+            self.on_use()
             self.on_activity()
+            self.on_change(True)
 
     def _progress(self, event: str, **data) -> None:
+        changed = event != self.phase
         self.phase = event
         self.progress = {"phase": event, **data}
+        self.on_change(changed)

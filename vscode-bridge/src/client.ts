@@ -9,6 +9,11 @@
  *   package version (error 1003, or a hello that names other versions) is restarted once (`daemon stop`, then
  *   `daemon start`) and the handshake retried (dmypy's rule). A request whose connection was lost, or that met a
  *   daemon shutting down, reconnects once and is sent again: that is how it survives a daemon restart.
+ * - The hello raises the connection's response limit (`max_frame_bytes`) so that any response arrives whole. A daemon
+ *   that answers OVERLOADED (it serves as many connections as it may) is asked again until the connect timeout.
+ * - `watch(listener)` subscribes (`daemon/subscribe`) on every connection the client makes and hands each
+ *   `index/progress` status to the listener, and the end of each connection (with the daemon's reason when it
+ *   stopped by itself): the status bar paints from this instead of polling, so it never keeps the daemon busy.
  *
  * No `vscode` import: the integration test runs this against a real daemon under plain node.
  */
@@ -18,14 +23,17 @@ import * as net from "node:net";
 import { DaemonStatus } from "./daemon";
 import { CliError, DaemonTimeoutError, DaemonUnavailableError, ResponseError, isVersionMismatch } from "./errors";
 import {
+  CLIENT_MAX_FRAME_BYTES,
   ErrorCode,
   ErrorObject,
   HelloParams,
   HelloResult,
   MAX_FRAME_BYTES,
   Method,
+  Notification,
   ParamsOf,
   PROTOCOL_VERSION,
+  ProgressStatus,
   ResultOf,
 } from "./protocol";
 
@@ -33,6 +41,17 @@ export const CLIENT_NAME = "localidx-vscode";
 /** For connecting and the hello; generous, as a daemon busy with its first run can be slow to answer. */
 export const CONNECT_TIMEOUT_MS = 10_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
+/** The daemon serves as many connections as it may (OVERLOADED): try again later. */
+export class DaemonBusyError extends DaemonUnavailableError {
+  constructor(message: string) {
+    super(message);
+    this.name = "DaemonBusyError";
+  }
+}
+
+/** How long to wait before asking an overloaded daemon again (doubling up to this). */
+const BUSY_RETRY_MAX_MS = 250;
 
 /** No daemon runs for the work tree and the caller did not ask to start one. */
 export class DaemonDownError extends DaemonUnavailableError {
@@ -58,6 +77,9 @@ export class Connection {
   private nextId = 1;
   private closedWith: Error | null = null;
   private readonly closeListeners: ((reason: Error) => void)[] = [];
+  private readonly notificationListeners: ((notification: Notification) => void)[] = [];
+  /** The largest frame accepted from the daemon: MAX_FRAME_BYTES until the hello raises it. */
+  maxFrameBytes = MAX_FRAME_BYTES;
 
   private constructor(socket: net.Socket) {
     this.socket = socket;
@@ -68,8 +90,30 @@ export class Connection {
     socket.on("close", () => this.fail(new DaemonUnavailableError("the daemon closed the connection")));
   }
 
-  /** Connect to the socket at `socketPath`; rejects with DaemonUnavailableError when nothing listens there. */
-  static open(socketPath: string, timeoutMs = CONNECT_TIMEOUT_MS): Promise<Connection> {
+  /**
+   * Connect to the socket at `socketPath`; rejects with DaemonUnavailableError when nothing listens there. A full
+   * listen queue (EAGAIN: the daemon is there, busy accepting a burst of clients) is retried until `timeoutMs`.
+   */
+  static async open(socketPath: string, timeoutMs = CONNECT_TIMEOUT_MS): Promise<Connection> {
+    const deadline = Date.now() + timeoutMs;
+    let delay = 2;
+    for (;;) {
+      try {
+        return await Connection.openOnce(socketPath, Math.max(1, deadline - Date.now()));
+      } catch (err) {
+        if ((err as { code?: string }).code !== "EAGAIN" || Date.now() + delay > deadline) {
+          if ((err as { code?: string }).code === "EAGAIN") {
+            throw new DaemonTimeoutError(`the daemon at ${socketPath} did not accept the connection in ${timeoutMs} ms (its listen queue stayed full)`);
+          }
+          throw err;
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 100);
+    }
+  }
+
+  private static openOnce(socketPath: string, timeoutMs: number): Promise<Connection> {
     return new Promise((resolve, reject) => {
       const socket = net.createConnection({ path: socketPath });
       const timer = setTimeout(() => {
@@ -84,7 +128,9 @@ export class Connection {
       socket.once("error", (err: NodeJS.ErrnoException) => {
         clearTimeout(timer);
         socket.destroy();
-        reject(new DaemonUnavailableError(`no daemon listens on ${socketPath} (${err.code ?? err.message})`));
+        const failure = new DaemonUnavailableError(`no daemon listens on ${socketPath} (${err.code ?? err.message})`);
+        (failure as { code?: string }).code = err.code;
+        reject(failure);
       });
     });
   }
@@ -96,6 +142,11 @@ export class Connection {
   /** Called once, when the connection closes for whatever reason. */
   onClose(listener: (reason: Error) => void): void {
     this.closeListeners.push(listener);
+  }
+
+  /** Called for each notification (a frame without an id) the daemon sends on this connection. */
+  onNotification(listener: (notification: Notification) => void): void {
+    this.notificationListeners.push(listener);
   }
 
   /**
@@ -156,8 +207,8 @@ export class Connection {
     if (start < data.length) {
       this.chunks.push(data.subarray(start));
       this.buffered += data.length - start;
-      if (this.buffered >= MAX_FRAME_BYTES) {
-        this.fail(new DaemonUnavailableError(`the daemon sent a frame over ${MAX_FRAME_BYTES} bytes`));
+      if (this.buffered >= this.maxFrameBytes) {
+        this.fail(new DaemonUnavailableError(`the daemon sent a frame over ${this.maxFrameBytes} bytes`));
       }
     }
   }
@@ -168,6 +219,16 @@ export class Connection {
       message = JSON.parse(line);
     } catch {
       this.fail(new DaemonUnavailableError("the daemon sent a frame that is not JSON"));
+      return;
+    }
+    if (message && typeof message === "object" && !("id" in message) && typeof (message as Notification).method === "string") {
+      for (const listener of this.notificationListeners) {
+        listener(message as unknown as Notification);
+      }
+      return;
+    }
+    if (message?.id === null && message.error?.code === ErrorCode.OVERLOADED) {
+      this.fail(new DaemonBusyError(message.error.message));
       return;
     }
     const pending = typeof message?.id === "number" ? this.pending.get(message.id) : undefined;
@@ -207,6 +268,13 @@ export class Connection {
   }
 }
 
+/** What `DaemonClient.watch` calls. */
+export interface StatusWatcher {
+  status(status: ProgressStatus): void;
+  /** The connection ended; `stopping` is the daemon's reason when it stopped by itself. */
+  closed(reason: Error, stopping?: string): void;
+}
+
 /** What the client needs from the CLI (daemon.ts's Cli; tests pass fakes). */
 export interface DaemonControl {
   status(): Promise<DaemonStatus>;
@@ -241,6 +309,8 @@ export class DaemonClient {
   private connection: Connection | null = null;
   private connecting: Promise<Connection> | null = null;
   private disposed = false;
+  private readonly watchers: StatusWatcher[] = [];
+  private lastStatus: ProgressStatus | null = null;
 
   constructor(options: ClientOptions) {
     this.control = options.control;
@@ -280,12 +350,78 @@ export class DaemonClient {
     this.connecting = attempt;
     const connection = await attempt;
     this.connection = connection;
-    connection.onClose(() => {
+    connection.onClose((reason) => {
       if (this.connection === connection) {
         this.connection = null;
       }
+      if (this.watchers.length) {
+        const stopping = this.lastStatus?.stopping;
+        this.lastStatus = null;
+        for (const watcher of this.watchers) {
+          watcher.closed(reason, stopping);
+        }
+      }
     });
+    if (this.watchers.length) {
+      void this.subscribe(connection);
+    }
     return connection;
+  }
+
+  /**
+   * Follow the daemon's status (`daemon/subscribe`) on every connection this client makes, from now on (and on the
+   * current one). `status` gets the subscription's first status and every `index/progress` notification; `closed`
+   * the end of each connection, with the daemon's reason when it stopped by itself (e.g. "idle for 3600 s").
+   * Subscribing is not activity: it does not keep the daemon from releasing memory or idling out.
+   */
+  watch(watcher: StatusWatcher): { dispose(): void } {
+    this.watchers.push(watcher);
+    if (this.connection && !this.connection.closed) {
+      void this.subscribe(this.connection);
+    }
+    return {
+      dispose: () => {
+        const at = this.watchers.indexOf(watcher);
+        if (at >= 0) {
+          this.watchers.splice(at, 1);
+        }
+      },
+    };
+  }
+
+  /** Whether the current connection is subscribed (its statuses arrive by themselves). */
+  get subscribed(): boolean {
+    return this.connection !== null && !this.connection.closed && this.subscribedTo === this.connection;
+  }
+
+  private subscribedTo: Connection | null = null;
+
+  private async subscribe(connection: Connection): Promise<void> {
+    if (this.subscribedTo === connection) {
+      return;
+    }
+    this.subscribedTo = connection;
+    connection.onNotification((notification) => {
+      if (notification.method === "index/progress") {
+        this.emit(notification.params);
+      }
+    });
+    try {
+      const result = await connection.request("daemon/subscribe", {}, this.connectTimeoutMs);
+      this.emit(result.status);
+    } catch (err) {
+      if (this.subscribedTo === connection) {
+        this.subscribedTo = null;
+      }
+      this.log(`daemon/subscribe failed: ${(err as Error).message}`);
+    }
+  }
+
+  private emit(status: ProgressStatus): void {
+    this.lastStatus = status;
+    for (const watcher of this.watchers) {
+      watcher.status(status);
+    }
   }
 
   /**
@@ -333,6 +469,23 @@ export class DaemonClient {
   }
 
   private async handshake(start: boolean): Promise<Connection> {
+    const deadline = Date.now() + this.connectTimeoutMs;
+    let delay = 10;
+    for (;;) {
+      try {
+        return await this.handshakeOnce(start);
+      } catch (err) {
+        if (!(err instanceof DaemonBusyError) || Date.now() + delay > deadline) {
+          throw err;
+        }
+        this.log(`${err.message}; asking again`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, BUSY_RETRY_MAX_MS);
+    }
+  }
+
+  private async handshakeOnce(start: boolean): Promise<Connection> {
     let started = false;
     let restarted = false;
     let version: string | undefined;
@@ -371,7 +524,9 @@ export class DaemonClient {
         return connection;
       } catch (err) {
         connection.close();
-        if (!isVersionMismatch(err) || restarted) {
+        // An older daemon refuses a hello parameter it does not know (max_frame_bytes): another version too.
+        const olderDaemon = err instanceof ResponseError && err.code === ErrorCode.INVALID_PARAMS;
+        if (!(isVersionMismatch(err) || olderDaemon) || restarted) {
           throw err;
         }
         this.log(`restarting the daemon: ${(err as Error).message}`);
@@ -387,7 +542,9 @@ export class DaemonClient {
     if (version) {
       params.package_version = version;
     }
+    params.max_frame_bytes = CLIENT_MAX_FRAME_BYTES;
     const hello = await connection.request("daemon/hello", params, this.connectTimeoutMs);
+    connection.maxFrameBytes = Math.max(MAX_FRAME_BYTES, hello.max_frame_bytes ?? MAX_FRAME_BYTES);
     // The daemon answers 1003 itself; a hello that names other versions means the same ("restart me").
     if (hello.protocol_version !== PROTOCOL_VERSION || (version && hello.package_version !== version)) {
       throw new ResponseError({

@@ -9,6 +9,10 @@
  *
  * Errors become one message each, with the action that fixes them: not installed -> Open Settings; not indexed
  * (1001) -> Index now; daemon unavailable -> Restart Daemon / Show Logs. Everything is logged to the output channel.
+ *
+ * The status bar follows the daemon through a subscription on the bridge's connection (`daemon/subscribe`): states
+ * arrive as they change and nothing polls, so an open window does not keep the daemon busy. A window with several
+ * folders has one bridge per folder (extension.ts).
  */
 
 import * as fs from "node:fs";
@@ -18,8 +22,9 @@ import { DaemonClient, DaemonDownError, RequestOptions } from "./client";
 import { Cli } from "./daemon";
 import { DaemonUnavailableError, NotInstalledError, ResponseError, isIndexNotReady, message } from "./errors";
 import { ContextBuildParams, ContextBuildResult, ErrorCode, MAX_QUERY_CHARS, Method, ParamsOf, ResultOf } from "./protocol";
+import { mergeFolderSearches } from "./search";
 import { showSearch } from "./searchPick";
-import { BarState, describe, fromError, fromIndexStatus, label } from "./status";
+import { BarState, describe, fromError, fromIndexStatus, fromProgress, idle, label } from "./status";
 import { StatusBar } from "./statusBar";
 
 export const COMMANDS = {
@@ -72,25 +77,38 @@ export class Bridge implements vscode.Disposable {
   cli!: Cli;
   client!: DaemonClient;
   private notInstalledShown = false;
+  private watching: { dispose(): void } | null = null;
 
   constructor(
     /** The workspace folder; the CLI runs there and finds the work tree from it. */
     readonly folder: string,
     output: vscode.OutputChannel,
     readonly env?: NodeJS.ProcessEnv,
+    /** The folder's name, shown in the status bar and the logs when the window has several folders. */
+    readonly name = "",
   ) {
     this.output = output;
     this.settings = readSettings();
-    this.connectCli();
     this.highlight = vscode.window.createTextEditorDecorationType({
       backgroundColor: new vscode.ThemeColor("editor.findMatchHighlightBackground"),
       isWholeLine: true,
     });
-    this.statusBar = new StatusBar(() => this.probe(), COMMANDS.showStatus);
+    const command = name ? { title: "Show Status", command: COMMANDS.showStatus, arguments: [folder] } : COMMANDS.showStatus;
+    this.statusBar = new StatusBar(() => this.probe(), command, name);
+    this.connectCli();
   }
 
   log(line: string): void {
-    this.output.appendLine(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+    this.output.appendLine(`[${new Date().toISOString().slice(11, 19)}]${this.name ? ` ${this.name}:` : ""} ${line}`);
+  }
+
+  /** A file was saved: with a subscription and a watching daemon the state follows by itself; else look soon. */
+  onSave(): void {
+    const watcher = this.client.hello?.daemon.watcher;
+    const watching = watcher === "inotify" || watcher === "polling" || watcher === "native";
+    if (!(this.client.subscribed && watching)) {
+      this.statusBar.schedule(2_000);
+    }
   }
 
   /** Settings changed: a new executable means a new CLI and client. */
@@ -98,6 +116,7 @@ export class Bridge implements vscode.Disposable {
     const previous = this.settings.executablePath;
     this.settings = readSettings();
     if (this.settings.executablePath !== previous) {
+      this.watching?.dispose();
       this.client.dispose();
       this.connectCli();
       this.notInstalledShown = false;
@@ -395,6 +414,7 @@ export class Bridge implements vscode.Disposable {
   }
 
   dispose(): void {
+    this.watching?.dispose();
     this.statusBar.dispose();
     this.highlight.dispose();
     this.client.dispose();
@@ -408,7 +428,42 @@ export class Bridge implements vscode.Disposable {
       log: (line) => this.log(line),
     });
     this.client = new DaemonClient({ control: this.cli, log: (line) => this.log(line) });
+    this.watching = this.client.watch({
+      status: (status) => this.statusBar.pushed(fromProgress(status)),
+      closed: (_reason, stopping) => this.statusBar.unsubscribed(stopping ? idle(stopping) : undefined),
+    });
   }
+}
+
+/**
+ * `localidx: Search` over several folders (a multi-root window): every folder's daemon is asked at once and the
+ * matches are merged by score, each labelled with its folder and opened in its own work tree. A folder whose search
+ * fails is logged and left out, unless every folder failed.
+ */
+export function searchFolders(bridges: Bridge[], initialQuery?: string): Promise<vscode.TextEditor | undefined> {
+  const first = bridges[0];
+  const { done } = showSearch({
+    search: (query) =>
+      mergeFolderSearches(
+        bridges.map((bridge) => ({
+          folder: bridge.name || bridge.folder,
+          root: () => bridge.client.hello?.root ?? bridge.folder,
+          run: async () => (await bridge.call("search/query", { query, k: bridge.settings.maxResults })).matches,
+        })),
+        first.settings.maxResults,
+        (folder, err) => first.log(`search in ${folder} failed: ${message(err)}`),
+      ),
+    root: () => first.client.hello?.root ?? first.folder,
+    highlight: first.highlight,
+    initialQuery,
+    onAction: (action) => {
+      const command =
+        action === "reindex" ? COMMANDS.reindex : action === "logs" ? COMMANDS.showLogs : "workbench.action.openSettings";
+      void vscode.commands.executeCommand(command, ...(action === "settings" ? ["localidx.executablePath"] : []));
+    },
+    onOpenError: (err) => void first.report(err, "open the match"),
+  });
+  return done;
 }
 
 function sleep(ms: number): Promise<void> {

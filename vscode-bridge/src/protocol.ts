@@ -11,10 +11,15 @@
  * request {id, method, params}, response {id, result} or {id, error: {code, message, data?}}.
  */
 
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
+/** Every request; responses too, until the hello raises the connection's limit (`max_frame_bytes`). */
 export const MAX_FRAME_BYTES = 1024 * 1024;
 /** The longest query the daemon reads; longer text is cut to it, with a warning in the result (never refused). */
 export const MAX_QUERY_CHARS = 32 * 1024;
+/** The most a hello may ask for (the daemon's `max_negotiated_frame_bytes`). */
+export const MAX_NEGOTIATED_FRAME_BYTES = 1 << 30;
+/** What this extension asks for: a Node string holds at most about 512 MiB, so a larger frame could not be read. */
+export const CLIENT_MAX_FRAME_BYTES = 256 * 1024 * 1024;
 
 /** Error codes: the JSON-RPC ones, then localidx's own. */
 export const ErrorCode = {
@@ -30,6 +35,10 @@ export const ErrorCode = {
   /** The hello named another protocol or package version: restart the daemon once and retry. */
   VERSION_MISMATCH: 1003,
   SHUTTING_DOWN: 1004,
+  /** The daemon serves as many connections as it may (id null, then closed): try again later. */
+  OVERLOADED: 1005,
+  /** The response is over this connection's frame limit: raise it in the hello. */
+  RESPONSE_TOO_LARGE: 1006,
 } as const;
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -38,8 +47,12 @@ export type SearchMode = (typeof SEARCH_MODES)[number];
 
 /** Every method: its parameter names and which of them are required (as in the schema's `params`). */
 export const METHODS = {
-  "daemon/hello": { params: ["protocol_version", "package_version", "client"], required: ["protocol_version"] },
+  "daemon/hello": {
+    params: ["protocol_version", "package_version", "client", "max_frame_bytes"],
+    required: ["protocol_version"],
+  },
   "daemon/stop": { params: [], required: [] },
+  "daemon/subscribe": { params: ["interval_ms"], required: [] },
   "index/status": { params: ["check_work_tree"], required: [] },
   "index/reindex": { params: ["paths", "reason", "wait"], required: [] },
   "search/query": { params: ["query", "k", "mode", "lang", "path", "kind"], required: ["query"] },
@@ -56,6 +69,13 @@ export interface HelloParams {
   protocol_version: number;
   package_version?: string;
   client?: string;
+  /** The largest frame this client reads: the connection's responses may be that large. */
+  max_frame_bytes?: number;
+}
+
+export interface SubscribeParams {
+  /** The least time between two progress notifications (50..60000, default 500). */
+  interval_ms?: number;
 }
 
 /** No parameters. */
@@ -95,6 +115,7 @@ export interface ContextBuildParams extends Filters {
 export interface ParamsOf {
   "daemon/hello": HelloParams;
   "daemon/stop": StopParams;
+  "daemon/subscribe": SubscribeParams;
   "index/status": StatusParams;
   "index/reindex": ReindexParams;
   "search/query": SearchParams;
@@ -128,6 +149,9 @@ export interface DaemonInfo {
   model?: string;
   watcher?: string;
   writer: WriterState;
+  release_after_s?: number;
+  connections?: { open: number; max: number; refused: number; subscribed: number };
+  memory?: { rss_mb?: number; released?: boolean; model_loaded?: boolean; [key: string]: unknown };
 }
 
 export interface HelloResult {
@@ -138,7 +162,37 @@ export interface HelloResult {
   root: string;
   index: string;
   capabilities: string[];
+  /** The response limit in force on this connection. */
+  max_frame_bytes?: number;
   daemon: DaemonInfo;
+}
+
+/** The `index/progress` notification's params (and `daemon/subscribe`'s `status`): cheap, no work-tree walk. */
+export interface ProgressStatus {
+  seq: number;
+  state: IndexState;
+  files: number;
+  chunks: number;
+  chunks_with_vectors: number;
+  embedding_progress: number;
+  /** 0..100 while INDEXING, when known. */
+  percent: number | null;
+  writer: WriterState;
+  memory?: { released?: boolean; rss_mb?: number | null };
+  /** Set in the last notification before the daemon exits: why (e.g. "idle for 3600 s"). */
+  stopping?: string;
+}
+
+export interface SubscribeResult {
+  subscribed: boolean;
+  interval_ms: number;
+  status: ProgressStatus;
+}
+
+/** A frame the daemon sends unasked (no id), after daemon/subscribe. */
+export interface Notification {
+  method: "index/progress";
+  params: ProgressStatus;
 }
 
 export type IndexState = "READY" | "STALE" | "EMPTY" | "INDEXING";
@@ -207,6 +261,7 @@ export interface ReindexResult {
 export interface ResultOf {
   "daemon/hello": HelloResult;
   "daemon/stop": { stopping: boolean; pid?: number };
+  "daemon/subscribe": SubscribeResult;
   "index/status": IndexStatusResult;
   "index/reindex": ReindexResult;
   "search/query": SearchResult;
@@ -230,6 +285,7 @@ type Tied = { [M in Method]: [Same<keyof ParamsOf[M], Declared<M>>, Same<Require
 const tied: { [M in Method]: Tied[M] extends [true, true] ? true : never } = {
   "daemon/hello": true,
   "daemon/stop": true,
+  "daemon/subscribe": true,
   "index/status": true,
   "index/reindex": true,
   "search/query": true,

@@ -40,9 +40,15 @@ export function debounce<A extends unknown[]>(fn: (...args: A) => void, delayMs:
   return debounced;
 }
 
+/** A match of a search over several folders: which folder's daemon found it, and the work tree its path is in. */
+export interface FolderMatch extends Match {
+  folder?: string;
+  root?: string;
+}
+
 /** What a search item carries besides its text: the match to open, or what picking it does instead. */
 export interface MatchItem extends QuickPickItem {
-  match?: Match;
+  match?: FolderMatch;
   action?: "reindex" | "settings" | "logs";
 }
 
@@ -75,13 +81,14 @@ export function snippet(text: string, max = SNIPPET_CHARS): string {
 }
 
 /** A quick pick item for a match. `alwaysShow`: the daemon ranked these, the quick pick must not filter them. */
-export function toItem(match: Match): MatchItem {
+export function toItem(match: FolderMatch): MatchItem {
   const name = match.symbol || match.title || path.basename(match.path);
   const icon = KIND_ICONS[match.kind] ?? "symbol-misc";
   const stale = match.stale ? "  $(warning) stale: the file changed since it was indexed" : "";
+  const folder = match.folder ? `${match.folder} · ` : "";
   return {
     label: `$(${icon}) ${name}`,
-    description: `${location(match)}${stale}`,
+    description: `${folder}${location(match)}${stale}`,
     detail: snippet(match.signature && match.signature !== match.text ? `${match.signature} · ${match.text}` : match.text),
     alwaysShow: true,
     match,
@@ -170,6 +177,33 @@ export class LiveSearch {
     this.debounced.cancel();
     this.generation++;
   }
+}
+
+/**
+ * The matches of several folders' searches as one list: best score first, at most `k`. Folders that failed are
+ * left out (`onError` hears about each); only when every folder failed does this reject, with the first failure.
+ */
+export async function mergeFolderSearches(
+  searches: { folder: string; root: () => string; run: () => Promise<Match[]> }[],
+  k: number,
+  onError: (folder: string, err: unknown) => void = () => undefined,
+): Promise<FolderMatch[]> {
+  const settled = await Promise.allSettled(searches.map((s) => s.run()));
+  const merged: FolderMatch[] = [];
+  let firstError: unknown = undefined;
+  settled.forEach((outcome, i) => {
+    if (outcome.status === "fulfilled") {
+      const root = searches[i].root();
+      merged.push(...outcome.value.map((m) => ({ ...m, folder: searches[i].folder, root })));
+    } else {
+      firstError ??= outcome.reason;
+      onError(searches[i].folder, outcome.reason);
+    }
+  });
+  if (!merged.length && settled.every((o) => o.status === "rejected") && settled.length) {
+    throw firstError;
+  }
+  return merged.sort((a, b) => b.score - a.score).slice(0, k);
 }
 
 /** The 0-based lines to select for a match, clamped to the document (the index can be older than the file). */

@@ -6,7 +6,7 @@
 import * as path from "node:path";
 import * as vscode from "vscode";
 
-import { LiveSearch, MatchItem, errorItem, lineSpan, noMatchesItem, toItem } from "./search";
+import { FolderMatch, LiveSearch, MatchItem, errorItem, lineSpan, noMatchesItem, toItem } from "./search";
 import { Match } from "./protocol";
 
 /** Open the match's file (`root` is the daemon's work tree) with its lines selected, revealed and highlighted. */
@@ -38,8 +38,8 @@ export async function openMatch(
 
 export interface SearchOptions {
   /** Run one search (the bridge sends search/query with the configured max results). */
-  search: (query: string) => Promise<Match[]>;
-  /** The work tree match paths are relative to, known once the search answered. */
+  search: (query: string) => Promise<FolderMatch[]>;
+  /** The work tree match paths are relative to, known once the search answered (a FolderMatch names its own). */
   root: () => string;
   highlight?: vscode.TextEditorDecorationType;
   /** A query to search at once (Search Selection). */
@@ -83,7 +83,7 @@ export function showSearch(options: SearchOptions): {
       }
       if (item.match) {
         const match = item.match;
-        opening = openMatch(options.root(), match, options.highlight).catch((err: unknown) => {
+        opening = openMatch(match.root ?? options.root(), match, options.highlight).catch((err: unknown) => {
           options.onOpenError(err);
           return undefined;
         });

@@ -1,13 +1,15 @@
 /**
- * What the status bar shows: READY, INDEXING (with progress), STALE, NO INDEX, DAEMON DOWN (and ERROR for a daemon
- * that answers with a failure), mapped from what the daemon reports. Pure functions, no `vscode` import:
- * statusBar.ts paints them, and the integration test maps a real daemon's answers through them.
+ * What the status bar shows: READY, INDEXING (with progress), STALE, NO INDEX, DAEMON DOWN, IDLE (the daemon
+ * stopped by itself after its idle timeout: not a failure; the next search starts it again) and ERROR for a daemon
+ * that answers with a failure, mapped from what the daemon reports: an `index/status` answer, or an `index/progress`
+ * notification of the subscription. Pure functions, no `vscode` import: statusBar.ts paints them, and the
+ * integration test maps a real daemon's answers through them.
  */
 
 import { DaemonUnavailableError, NotInstalledError, ResponseError, isIndexNotReady, message } from "./errors";
-import { ErrorCode, IndexStatusResult } from "./protocol";
+import { ErrorCode, IndexStatusResult, ProgressStatus } from "./protocol";
 
-export type BarKind = "READY" | "INDEXING" | "STALE" | "NO_INDEX" | "DAEMON_DOWN" | "ERROR";
+export type BarKind = "READY" | "INDEXING" | "STALE" | "NO_INDEX" | "DAEMON_DOWN" | "IDLE" | "ERROR";
 
 export interface BarState {
   kind: BarKind;
@@ -30,6 +32,7 @@ const LABELS: Record<BarKind, string> = {
   STALE: "STALE",
   NO_INDEX: "NO INDEX",
   DAEMON_DOWN: "DAEMON DOWN",
+  IDLE: "IDLE",
   ERROR: "ERROR",
 };
 
@@ -39,20 +42,55 @@ const ICONS: Record<BarKind, string> = {
   STALE: "$(history)",
   NO_INDEX: "$(circle-slash)",
   DAEMON_DOWN: "$(debug-disconnect)",
+  IDLE: "$(debug-pause)",
   ERROR: "$(error)",
 };
 
-/** Poll quickly while indexing (progress moves), slowly otherwise, and rarely without a daemon (each poll then runs the CLI). */
-export function pollIntervalMs(kind: BarKind): number {
+/**
+ * When to ask again without a subscription (an older daemon): quickly while indexing (progress moves), slowly
+ * otherwise, rarely without a daemon (each poll then runs the CLI), never when it stopped because it was idle.
+ * With a subscription the status arrives by itself and nothing polls.
+ */
+export function pollIntervalMs(kind: BarKind): number | null {
   switch (kind) {
     case "INDEXING":
       return 1_500;
     case "READY":
     case "STALE":
       return 15_000;
+    case "IDLE":
+      return null;
     default:
       return 60_000;
   }
+}
+
+/** The bar's state for an `index/progress` notification (or a subscription's first status). */
+export function fromProgress(status: ProgressStatus): BarState {
+  const counts = `${status.files} files, ${status.chunks} chunks`;
+  switch (status.state) {
+    case "INDEXING": {
+      const phase = status.writer?.progress?.phase ?? status.writer?.state;
+      const percent = status.percent ?? (status.chunks > 0 && status.embedding_progress < 1
+        ? Math.floor(100 * status.embedding_progress) : undefined);
+      return { kind: "INDEXING", percent, detail: `indexing${phase ? ` (${phase})` : ""}; ${counts} so far` };
+    }
+    case "STALE":
+      return { kind: "STALE", detail: `${status.chunks - status.chunks_with_vectors} chunks wait for vectors; ${counts}` };
+    case "EMPTY":
+      return { kind: "NO_INDEX", detail: "nothing indexed yet: run localidx: Re-index" };
+    case "READY": {
+      const released = status.memory?.released ? " (model released while unused)" : "";
+      return { kind: "READY", detail: `${counts}${released}` };
+    }
+    default:
+      return { kind: "ERROR", detail: `unknown index state ${JSON.stringify(status.state)}` };
+  }
+}
+
+/** The bar's state once the daemon stopped by itself (`reason`, e.g. "idle for 3600 s"). */
+export function idle(reason: string): BarState {
+  return { kind: "IDLE", detail: `the daemon stopped (${reason}); the next search starts it again` };
 }
 
 /** How far a run has got, 0..100: the writer's phase counters when it reports them, else the embedded share. */

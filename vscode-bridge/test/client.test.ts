@@ -5,8 +5,8 @@ import { afterEach, beforeEach, describe, it } from "node:test";
 
 import { CLIENT_NAME, Connection, DaemonClient, DaemonDownError } from "../src/client";
 import { DaemonTimeoutError, DaemonUnavailableError, ResponseError } from "../src/errors";
-import { ErrorCode, PROTOCOL_VERSION } from "../src/protocol";
-import { FakeControl, FakeDaemon, HELLO } from "./helpers";
+import { CLIENT_MAX_FRAME_BYTES, ErrorCode, MAX_FRAME_BYTES, PROTOCOL_VERSION, ProgressStatus } from "../src/protocol";
+import { FakeControl, FakeDaemon, HELLO, progress, waitFor } from "./helpers";
 
 const MISMATCH = {
   error: { code: ErrorCode.VERSION_MISMATCH, message: "the daemon speaks protocol 1, the client 2", data: { protocol_version: 1 } },
@@ -99,6 +99,7 @@ describe("DaemonClient", () => {
       protocol_version: PROTOCOL_VERSION,
       package_version: "0.1.0",
       client: CLIENT_NAME,
+      max_frame_bytes: CLIENT_MAX_FRAME_BYTES,
     });
     assert.equal(client.hello?.root, "/repo");
     await client.request("index/status", {});
@@ -133,7 +134,7 @@ describe("DaemonClient", () => {
   it("treats a hello naming another protocol or package version as a mismatch too", async () => {
     let hellos = 0;
     daemon.handlers["daemon/hello"] = () => ({
-      result: ++hellos === 1 ? { ...HELLO, protocol_version: 2 } : HELLO,
+      result: ++hellos === 1 ? { ...HELLO, protocol_version: 3 } : HELLO,
     });
     await client.connect();
     assert.deepEqual(
@@ -204,6 +205,60 @@ describe("DaemonClient", () => {
     );
     assert.equal(client.connected, true);
   });
+
+  it("restarts a daemon too old to know a hello parameter (-32602), like a version mismatch", async () => {
+    let hellos = 0;
+    daemon.handlers["daemon/hello"] = () =>
+      ++hellos === 1 ? { error: { code: ErrorCode.INVALID_PARAMS, message: "params.max_frame_bytes: unknown parameter" } } : { result: HELLO };
+    await client.connect();
+    assert.deepEqual(
+      control.calls.filter((c) => c === "stop" || c === "start"),
+      ["stop", "start"],
+    );
+  });
+
+  it("asks an overloaded daemon again (1005, id null) until it has a free slot", async () => {
+    let refusals = 3;
+    const hello = daemon.handlers["daemon/hello"];
+    daemon.handlers["daemon/hello"] = (params, request) =>
+      refusals-- > 0 ? { error: { code: ErrorCode.OVERLOADED, message: "full; try again later" }, id: null } as never : hello(params, request);
+    const status = await client.request("index/status", { check_work_tree: false });
+    assert.equal(status.state, "READY");
+    assert.equal(refusals, -1);
+    assert.deepEqual(
+      control.calls.filter((c) => c === "stop" || c === "start"),
+      [],
+      "an overloaded daemon is not restarted",
+    );
+  });
+
+  it("reads a response larger than the default frame limit once the hello raised it", async () => {
+    const text = "x".repeat(3 * MAX_FRAME_BYTES);
+    daemon.handlers["search/query"] = () => ({ result: { matches: [{ text }] } });
+    const result = await client.request("search/query", { query: "big" });
+    assert.equal(result.matches[0].text.length, text.length);
+  });
+
+  it("follows the status through a subscription on each connection, and says when one ends", async () => {
+    const statuses: ProgressStatus[] = [];
+    const ends: (string | undefined)[] = [];
+    const watching = client.watch({ status: (s) => statuses.push(s), closed: (_r, stopping) => ends.push(stopping) });
+    await client.connect();
+    await waitFor(() => statuses.length === 1, 5_000, "the subscription's first status");
+    assert.equal(statuses[0].state, "READY");
+    daemon.notify(progress("INDEXING", { seq: 2, percent: 10 }));
+    daemon.notify(progress("READY", { seq: 3, stopping: "idle for 3600 s" }));
+    await waitFor(() => statuses.length === 3, 5_000, "two notifications");
+    assert.deepEqual(statuses.map((s) => s.state), ["READY", "INDEXING", "READY"]);
+    assert.equal(client.subscribed, true);
+    daemon.dropConnections();
+    await waitFor(() => ends.length === 1, 5_000, "the end of the connection");
+    assert.deepEqual(ends, ["idle for 3600 s"]);
+    await client.connect(); // a new connection subscribes again
+    await waitFor(() => statuses.length === 4, 5_000, "the new subscription's status");
+    assert.equal(daemon.methods().filter((m) => m === "daemon/subscribe").length, 2);
+    watching.dispose();
+  });
 });
 
 describe("modules outside VS Code", () => {
@@ -214,4 +269,5 @@ describe("modules outside VS Code", () => {
     }
     assert.throws(() => require("vscode"), /Cannot find module 'vscode'/);
   });
+
 });

@@ -15,7 +15,7 @@ import { afterEach, beforeEach, describe, it } from "node:test";
 import { Api, activate } from "../src/extension";
 import { ErrorCode, Match } from "../src/protocol";
 import type { MatchItem } from "../src/search";
-import { FakeCli, FakeCliState, FakeDaemon, HELLO, indexStatus, sleep, waitFor } from "./helpers";
+import { Answer, FakeCli, FakeCliState, FakeDaemon, HELLO, indexStatus, progress, sleep, waitFor } from "./helpers";
 
 const PACKAGE = JSON.parse(fs.readFileSync(path.join(__dirname, "..", "..", "package.json"), "utf8"));
 
@@ -106,7 +106,7 @@ describe("extension", () => {
   it("connects at activation with a hello naming the installed version, and shows READY", async () => {
     await start();
     assert.equal(daemon.received[0].method, "daemon/hello");
-    assert.deepEqual(daemon.received[0].params, { protocol_version: 1, package_version: "0.1.0", client: "localidx-vscode" });
+    assert.deepEqual(daemon.received[0].params, { protocol_version: 2, package_version: "0.1.0", client: "localidx-vscode", max_frame_bytes: 256 * 1024 * 1024 });
     assert.equal(stub.statusBar.text, "$(check) localidx: READY");
     assert.equal(stub.statusBar.command, "localidx.showStatus");
     assert.ok(!cli.calls().includes("daemon start"), "a running daemon is not started again");
@@ -276,5 +276,84 @@ describe("extension", () => {
     const log = await stub.commands.executeCommand("localidx.showLogs");
     assert.equal(log, path.join(folder, "daemon.log"));
     assert.equal(stub.editors.at(-1)!.document.uri.fsPath, path.join(folder, "daemon.log"));
+  });
+
+  it("paints from the subscription and never polls while subscribed; an idle stop shows IDLE and stays quiet", async () => {
+    await start();
+    await waitFor(() => daemon.subscriberCount === 1, 15_000, "the status bar's subscription");
+    const polls = () => daemon.received.filter((r) => r.method === "index/status").length;
+    const before = polls();
+    daemon.notify(progress("INDEXING", { seq: 2, percent: 42 }));
+    await waitFor(() => stub.statusBar.text === "$(sync~spin) localidx: INDEXING 42%", 15_000, "INDEXING 42%");
+    daemon.notify(progress("READY", { seq: 3 }));
+    await waitFor(() => stub.statusBar.text === "$(check) localidx: READY", 15_000, "READY");
+    assert.equal(api.bridge!.statusBar.live, true);
+    stub.save(); // the daemon watches the work tree: a save needs no look of our own
+    await sleep(2_300);
+    assert.equal(polls(), before, "no index/status while subscribed");
+    daemon.notify(progress("READY", { seq: 4, stopping: "idle for 3600 s" }));
+    await sleep(50);
+    const calls = cli.calls().length;
+    cli.setState({ ...cli.state(), running: false });
+    daemon.dropConnections();
+    await waitFor(() => stub.statusBar.text === "$(debug-pause) localidx: IDLE", 15_000, "IDLE");
+    assert.match(String(stub.statusBar.tooltip), /idle for 3600 s/);
+    await sleep(300);
+    assert.equal(cli.calls().length, calls, "nothing polls a daemon that stopped because it was idle");
+    assert.equal(stub.statusBar.backgroundColor, undefined, "an idle stop is no error");
+  });
+
+  it("serves every folder of a multi-root window: a status item each, searches merged, commands per folder", async () => {
+    const second = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "lxv-ws2-")));
+    fs.mkdirSync(path.join(second, "lib"));
+    fs.writeFileSync(path.join(second, "lib", "pay.py"), "def charge(invoice):\n    return invoice.total\n");
+    const other: FakeDaemon = new FakeDaemon({
+      "daemon/hello": (): Answer => ({ result: { ...HELLO, root: second, pid: 5151, daemon: { ...HELLO.daemon, socket: other.socketPath } } }),
+      "search/query": () => ({ result: { matches: [match({ path: "lib/pay.py", symbol: "charge", start_line: 1, end_line: 2, score: 2 })] } }),
+      "index/reindex": () => ({ result: { queued: -1, full: true } }),
+    });
+    await other.listen();
+    try {
+      stub.workspaceFolders = [
+        { uri: Uri.file(folder), name: "ws", index: 0 },
+        { uri: Uri.file(second), name: "pay", index: 1 },
+      ];
+      await start({ folders: { [second]: { socket: other.socketPath } } });
+      assert.equal(api.bridges.length, 2);
+      const texts = stub.shownStatusBarItems.map((item) => item.text).sort();
+      assert.deepEqual(texts, ["$(check) localidx pay: READY", "$(check) localidx ws: READY"]);
+      await waitFor(() => daemon.subscriberCount === 1 && other.subscriberCount === 1, 15_000, "a subscription per folder");
+
+      const done = stub.commands.executeCommand("localidx.search") as Promise<FakeEditor | undefined>;
+      const pick = quickPick();
+      pick.type("charge");
+      await waitFor(() => pick.items.length >= 2, 15_000, "merged results");
+      const items = pick.items as MatchItem[];
+      assert.equal(items[0].description, "pay · lib/pay.py:1-2", "the better score first, labelled with its folder");
+      assert.match(items[1].description!, /^ws · src\/auth\.py:2-4/);
+      pick.pick(items[0]);
+      const editor = await done;
+      assert.equal(editor!.document.uri.fsPath, path.join(second, "lib", "pay.py"), "opened in its own folder");
+
+      stub.activeTextEditor = editor; // a command serves the folder of the active editor
+      await stub.commands.executeCommand("localidx.reindex");
+      assert.ok(other.methods().includes("index/reindex"));
+      assert.ok(!daemon.methods().includes("index/reindex"));
+      stub.activeTextEditor = undefined; // none: the user picks
+      stub.folderPickAnswer = folder;
+      await stub.commands.executeCommand("localidx.reindex");
+      assert.equal(stub.folderPicks, 1);
+      assert.ok(daemon.methods().includes("index/reindex"));
+      await stub.commands.executeCommand("localidx.showStatus", second); // a status item passes its folder
+      assert.equal(stub.folderPicks, 1);
+
+      stub.setWorkspaceFolders([folder]); // back to one folder: one plain item
+      await api.ready;
+      assert.equal(api.bridges.length, 1);
+      assert.deepEqual(stub.shownStatusBarItems.map((item) => item.text), ["$(check) localidx: READY"]);
+    } finally {
+      await other.close();
+      fs.rmSync(second, { recursive: true, force: true });
+    }
   });
 });

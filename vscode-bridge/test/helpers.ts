@@ -24,12 +24,13 @@ export type Answer = { result: unknown } | { error: ErrorObject } | { drop: true
 export type Handler = (params: Record<string, unknown>, request: Received) => Answer | Promise<Answer>;
 
 export const HELLO = {
-  protocol_version: 1,
+  protocol_version: 2,
   package_version: "0.1.0",
   pid: 4242,
   root: "/repo",
   index: "/repo/.git/localidx",
-  capabilities: ["daemon/hello", "daemon/stop", "index/reindex", "index/status", "search/query", "context/build"],
+  capabilities: ["daemon/hello", "daemon/stop", "daemon/subscribe", "index/reindex", "index/status", "search/query", "context/build"],
+  max_frame_bytes: 256 * 1024 * 1024,
   daemon: {
     pid: 4242,
     socket: "",
@@ -56,6 +57,23 @@ export function indexStatus(state: string, extra: Record<string, unknown> = {}):
   };
 }
 
+/** The status a subscription reports (`daemon/subscribe`'s `status`, `index/progress`'s params). */
+export function progress(state: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const empty = state === "EMPTY";
+  return {
+    seq: 1,
+    state,
+    files: empty ? 0 : 2,
+    chunks: empty ? 0 : 4,
+    chunks_with_vectors: empty ? 0 : 4,
+    embedding_progress: empty ? 0 : 1,
+    percent: null,
+    writer: { state: "idle", queued: 0, progress: {}, runs: 1, pending_vectors: 0, last_error: null },
+    memory: { released: false, rss_mb: 200 },
+    ...extra,
+  };
+}
+
 /** A daemon double on a real Unix socket: newline-delimited JSON, answers from `handlers`, records requests. */
 export class FakeDaemon {
   readonly dir: string;
@@ -64,6 +82,7 @@ export class FakeDaemon {
   handlers: Record<string, Handler>;
   private server: net.Server | null = null;
   private readonly sockets = new Set<net.Socket>();
+  private readonly subscribers = new Set<net.Socket>();
 
   constructor(handlers: Record<string, Handler> = {}) {
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), "lxv-"));
@@ -71,8 +90,21 @@ export class FakeDaemon {
     this.handlers = {
       "daemon/hello": () => ({ result: { ...HELLO, daemon: { ...HELLO.daemon, socket: this.socketPath } } }),
       "index/status": () => ({ result: indexStatus("READY") }),
+      "daemon/subscribe": () => ({ result: { subscribed: true, interval_ms: 500, status: progress("READY") } }),
       ...handlers,
     };
+  }
+
+  /** Send an `index/progress` notification to every connection that subscribed. */
+  notify(params: Record<string, unknown>): void {
+    for (const socket of this.subscribers) {
+      socket.write(JSON.stringify({ method: "index/progress", params }) + "\n");
+    }
+  }
+
+  /** How many connections subscribed and are still open. */
+  get subscriberCount(): number {
+    return this.subscribers.size;
   }
 
   methods(): string[] {
@@ -82,7 +114,10 @@ export class FakeDaemon {
   listen(): Promise<void> {
     this.server = net.createServer((socket) => {
       this.sockets.add(socket);
-      socket.on("close", () => this.sockets.delete(socket));
+      socket.on("close", () => {
+        this.sockets.delete(socket);
+        this.subscribers.delete(socket);
+      });
       let buffered = "";
       let queue = Promise.resolve();
       socket.on("data", (data) => {
@@ -132,6 +167,9 @@ export class FakeDaemon {
       return;
     }
     socket.write(JSON.stringify({ id: request.id, ...answer }) + "\n");
+    if (request.method === "daemon/subscribe" && "result" in answer) {
+      this.subscribers.add(socket);
+    }
   }
 }
 
@@ -179,6 +217,8 @@ export interface FakeCliState {
   version: string;
   /** When set, `daemon start` fails with this message on stderr. */
   startError?: string;
+  /** Per work-tree folder (the command's cwd): what differs there, e.g. each folder's own socket. */
+  folders?: Record<string, Partial<FakeCliState>>;
 }
 
 /**
@@ -202,10 +242,15 @@ export class FakeCli {
 const fs = require("fs");
 const args = process.argv.slice(2);
 const statePath = ${JSON.stringify(this.statePath)};
-const state = JSON.parse(fs.readFileSync(statePath, "utf8"));
+const all = JSON.parse(fs.readFileSync(statePath, "utf8"));
+const here = (all.folders || {})[process.cwd()];
+const state = Object.assign({}, all, here || {});
 fs.appendFileSync(${JSON.stringify(this.callsPath)}, args.join(" ") + "\\n");
 fs.writeFileSync(${JSON.stringify(this.callsPath + ".cwd")}, process.cwd());
-const save = () => fs.writeFileSync(statePath, JSON.stringify(state));
+const save = () => {
+  if (here) { here.running = state.running; } else { all.running = state.running; }
+  fs.writeFileSync(statePath, JSON.stringify(all));
+};
 const cmd = args.join(" ");
 if (cmd === "--version") { console.log("localidx, version " + state.version); }
 else if (cmd === "daemon status --json") {

@@ -18,7 +18,7 @@ import { ResponseError } from "../src/errors";
 import { ErrorCode } from "../src/protocol";
 import { fromIndexStatus, render } from "../src/status";
 import { toItem } from "../src/search";
-import { NO_LOCALIDX, findLocalidx } from "./helpers";
+import { NO_LOCALIDX, findLocalidx, waitFor } from "./helpers";
 
 const executable = findLocalidx();
 
@@ -96,7 +96,7 @@ describe("integration: the client against a real daemon", { skip: executable ? f
     const status = await client.request("index/status", {}, { start: true });
     assert.equal(status.state, "READY");
     assert.equal(status.files, 2);
-    assert.equal(client.hello?.protocol_version, 1);
+    assert.equal(client.hello?.protocol_version, 2);
     assert.equal(client.hello?.package_version, await cli.version());
     assert.equal(fs.realpathSync(client.hello!.root), fs.realpathSync(repo));
     const running = await cli.status();
@@ -150,6 +150,20 @@ describe("integration: the client against a real daemon", { skip: executable ? f
     assert.equal(stale?.stale, true);
     await client.request("index/reindex", { paths: ["pkg/auth.py"], reason: "vscode-test", wait: true }, { timeoutMs: 120_000 });
     assert.equal((await client.request("index/status", { check_work_tree: true })).state, "READY");
+  });
+
+  it("follows a real daemon's runs through daemon/subscribe, with no polling", async () => {
+    const seen: string[] = [];
+    const watching = client.watch({ status: (status) => seen.push(status.state), closed: () => undefined });
+    try {
+      await waitFor(() => seen.length > 0, 15_000, "the subscription's first status");
+      assert.equal(seen[0], "READY");
+      fs.writeFileSync(path.join(repo, "pkg", "pay.py"), "def charge(invoice):\n    return invoice.total\n");
+      await client.request("index/reindex", { paths: ["pkg/pay.py"], reason: "vscode-test", wait: true }, { timeoutMs: 120_000 });
+      await waitFor(() => seen.includes("INDEXING") && seen[seen.length - 1] === "READY", 15_000, "INDEXING, then READY");
+    } finally {
+      watching.dispose();
+    }
   });
 
   it("reconnects after the daemon was restarted behind its back", async () => {

@@ -8,9 +8,9 @@ import { beforeEach, describe, it } from "node:test";
 
 import { DaemonUnavailableError, NotInstalledError, ResponseError } from "../src/errors";
 import { IndexStatusResult } from "../src/protocol";
-import { BarState, describe as describeStatus, fromError, fromIndexStatus, pollIntervalMs, render } from "../src/status";
+import { BarState, describe as describeStatus, fromError, fromIndexStatus, fromProgress, idle, pollIntervalMs, render } from "../src/status";
 import { StatusBar } from "../src/statusBar";
-import { indexStatus } from "./helpers";
+import { indexStatus, progress } from "./helpers";
 
 const status = (state: string, extra: Record<string, unknown> = {}) =>
   indexStatus(state, extra) as unknown as IndexStatusResult;
@@ -59,9 +59,23 @@ describe("status bar text", () => {
     assert.equal(fromError(new ResponseError({ code: -32603, message: "KeyError" })).kind, "ERROR");
   });
 
-  it("polls fast only while indexing", () => {
-    assert.ok(pollIntervalMs("INDEXING") < pollIntervalMs("READY"));
-    assert.ok(pollIntervalMs("READY") <= pollIntervalMs("DAEMON_DOWN"));
+  it("polls fast only while indexing, and never once the daemon stopped because it was idle", () => {
+    assert.ok(pollIntervalMs("INDEXING")! < pollIntervalMs("READY")!);
+    assert.ok(pollIntervalMs("READY")! <= pollIntervalMs("DAEMON_DOWN")!);
+    assert.equal(pollIntervalMs("IDLE"), null);
+  });
+
+  it("maps a subscription's status, and an idle stop, which is no failure", () => {
+    const indexing = fromProgress(progress("INDEXING", { percent: 42, writer: { state: "embed", queued: 0, progress: { phase: "embed" }, runs: 1, pending_vectors: 9, last_error: null } }) as never);
+    assert.equal(render(indexing).text, "$(sync~spin) localidx: INDEXING 42%");
+    assert.match(indexing.detail, /\(embed\)/);
+    assert.equal(render(fromProgress(progress("READY") as never)).text, "$(check) localidx: READY");
+    assert.equal(fromProgress(progress("EMPTY") as never).kind, "NO_INDEX");
+    assert.equal(fromProgress(progress("STALE", { chunks_with_vectors: 1 }) as never).detail, "3 chunks wait for vectors; 2 files, 4 chunks");
+    const stopped = render(idle("idle for 3600 s"));
+    assert.equal(stopped.text, "$(debug-pause) localidx: IDLE");
+    assert.equal(stopped.background, "none");
+    assert.match(stopped.tooltip, /idle for 3600 s.*next search starts it again/);
   });
 
   it("describes the status for Show Status, daemon included", () => {

@@ -250,10 +250,14 @@ export class VscodeStub {
   answerMessage: (message: Message) => string | undefined = () => undefined;
   inputAnswers: (string | undefined)[] = [];
   activeTextEditor: FakeEditor | undefined = undefined;
+  /** The folder the user picks when asked which one (undefined: dismissed). */
+  folderPickAnswer: string | undefined = undefined;
+  folderPicks = 0;
 
   private readonly selectionChanged = new EventEmitter<{ textEditor: FakeEditor }>();
   private readonly configurationChanged = new EventEmitter<{ affectsConfiguration(section: string): boolean }>();
   private readonly saved = new EventEmitter<unknown>();
+  private readonly foldersChanged = new EventEmitter<unknown>();
 
   readonly window = {
     createOutputChannel: (name: string) => ({
@@ -293,6 +297,10 @@ export class VscodeStub {
       task: (progress: { report(value: unknown): void }, token: { isCancellationRequested: boolean }) => Promise<R>,
     ) => task({ report: () => undefined }, { isCancellationRequested: false }),
     onDidChangeTextEditorSelection: this.selectionChanged.event,
+    showWorkspaceFolderPick: async () => {
+      this.folderPicks++;
+      return (this.workspaceFolders ?? []).find((f) => f.uri.fsPath === this.folderPickAnswer);
+    },
   };
 
   readonly workspace = {
@@ -305,6 +313,7 @@ export class VscodeStub {
     openTextDocument: async (uri: Uri) => new FakeDocument(uri, await fs.promises.readFile(uri.fsPath, "utf8")),
     onDidChangeConfiguration: this.configurationChanged.event,
     onDidSaveTextDocument: this.saved.event,
+    onDidChangeWorkspaceFolders: this.foldersChanged.event,
   };
 
   readonly commands = {
@@ -350,6 +359,24 @@ export class VscodeStub {
     this.answerMessage = () => undefined;
     this.inputAnswers = [];
     this.activeTextEditor = undefined;
+    this.folderPickAnswer = undefined;
+    this.folderPicks = 0;
+  }
+
+  /** The user adds or removes workspace folders. */
+  setWorkspaceFolders(paths: string[]): void {
+    this.workspaceFolders = paths.map((p, index) => ({ uri: Uri.file(p), name: p.split("/").pop() ?? p, index }));
+    this.foldersChanged.fire({});
+  }
+
+  /** The user saves a file. */
+  save(): void {
+    this.saved.fire({});
+  }
+
+  /** The status bar items still shown. */
+  get shownStatusBarItems(): FakeStatusBarItem[] {
+    return this.statusBarItems.filter((item) => item.visible);
   }
 
   /** The user moves the cursor in `editor`. */

@@ -3,6 +3,10 @@
 A client names the protocol version it speaks and, optionally, the package version it wants: the CLI and the git
 hooks pass theirs, so a daemon left running across an upgrade is restarted by the first client of the new version
 (dmypy's rule). Clients that only speak the protocol (an editor extension) leave ``package_version`` out.
+
+``max_frame_bytes`` sets this connection's response limit: a client that reads large frames asks for up to
+``MAX_NEGOTIATED_FRAME_BYTES`` and then gets any response up to that size; the limit never goes below
+``MAX_FRAME_BYTES``, and the result says what applies.
 """
 
 from __future__ import annotations
@@ -23,5 +27,12 @@ def handle(daemon, params: dict) -> dict:
     if wanted is not None and wanted != daemon.version:
         raise ProtocolError(VERSION_MISMATCH, f"the daemon runs localidx {daemon.version}, the client {wanted}: "
                                               f"restart the daemon", versions)
+    limit = protocol.MAX_FRAME_BYTES
+    session = daemon.session()
+    if session is not None:
+        if "max_frame_bytes" in params:
+            session.max_frame_bytes = max(protocol.MAX_FRAME_BYTES, params["max_frame_bytes"])
+        limit = session.max_frame_bytes
     return {**versions, "pid": daemon.pid, "root": str(daemon.root), "index": str(daemon.paths.state),
-            "capabilities": sorted(ROUTES), "daemon": daemon.describe()}
+            "capabilities": sorted(ROUTES), "max_frame_bytes": limit, "max_request_bytes": protocol.MAX_FRAME_BYTES,
+            "daemon": daemon.describe()}

@@ -14,8 +14,8 @@ from pathlib import Path
 from localidx.errors import UsageError
 
 
-def handle(daemon, params: dict) -> dict:
-    """``{"queued": n, "full": bool}``, or with ``wait`` the run's ``RunStats`` record."""
+def handle(daemon, params: dict):
+    """``{"queued": n, "full": bool}``, or with ``wait`` a Future of the run's ``RunStats`` record."""
     raw = params.get("paths")
     paths = None if raw is None else [_relative(daemon.root, p) for p in raw]
     if paths is not None and "" in paths:
@@ -24,7 +24,7 @@ def handle(daemon, params: dict) -> dict:
         return {"queued": 0, "full": False}
     future = daemon.writer.submit(paths, reason=params.get("reason", "request"), wait=bool(params.get("wait")))
     if future is not None:
-        return future.result()
+        return future  # answered when the run ends; no request thread waits for it
     return {"queued": 0 if paths is None else len(paths), "full": paths is None}
 
 
