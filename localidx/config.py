@@ -108,6 +108,8 @@ RULES: dict[str, _Rule] = {
     "embed_threads": _Rule(0, 1024),
     "write_batch_rows": _Rule(1, 10_000_000),
     "daemon_idle_s": _Rule(0, 365 * 86400),  # 0: never
+    "daemon_release_s": _Rule(0, 365 * 86400),  # 0: never
+    "daemon_max_connections": _Rule(1, 1_000_000),
     "watch": _Rule(),
     "watch_debounce_s": _Rule(0, 60),
     "profile": _Rule(check=bool, allowed="a profile name (not empty)"),

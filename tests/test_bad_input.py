@@ -112,11 +112,21 @@ def test_a_bad_setting_in_a_file_is_one_line_naming_key_source_and_what_is_allow
     assert sorted(p.name for p in root.iterdir()) == sorted([".git", "a.py", where]), "nothing written anywhere"
 
 
+def test_every_setting_has_a_rule():
+    """A setting without a rule was an internal error (KeyError) the first time anything read it."""
+    import dataclasses
+
+    from localidx.config import RULES, Settings
+
+    assert {f.name for f in dataclasses.fields(Settings)} == set(RULES)
+
+
 @pytest.mark.parametrize("name, value, needle", [
     ("LOCALIDX_WORKERS", "1.5", "workers must be an integer from 0 to 1,024, got '1.5'"),
     ("LOCALIDX_MAX_FILE_BYTES", "1e400", "max_file_bytes must be an integer"),
     ("LOCALIDX_WATCH", "maybe", "watch must be true or false, got 'maybe'"),
     ("LOCALIDX_DAEMON_IDLE_S", "inf", "daemon_idle_s must be a number from 0 to"),
+    ("LOCALIDX_DAEMON_MAX_CONNECTIONS", "0", "daemon_max_connections must be an integer from 1 to"),
     ("LOCALIDX_LLM_API_KEY_ENV", "MY KEY", "llm_api_key_env must be the name of an environment variable"),
 ])
 def test_a_bad_environment_variable_is_one_line_naming_it(make_repo, tmp_path, name, value, needle):
