@@ -58,6 +58,9 @@ class Settings:
     llm_api_key_env: str = "LOCALIDX_LLM_API_KEY"
     llm_timeout_s: float = 120.0
     summarize: bool = False  # index-time LLM explanation per code chunk (needs llm_base_url)
+    # A shared organisation index (`localidx cluster index ... --to URI`) that --all-repos reads beside the registry:
+    # a path, s3://, gs://, az://... The URI only: storage credentials come from the environment, never from here.
+    shared_index: str = ""
 
     def replace(self, **changes) -> "Settings":
         return dataclasses.replace(self, **changes)

@@ -255,6 +255,8 @@ class _Staleness:
     def __init__(self, index):
         self.root = Path(index.paths.root)
         self.catalog = index.catalog
+        # A view of a shared org index (localidx.cluster.read) has no work tree here: its rows are a commit's.
+        self.detached = not getattr(index, "has_work_tree", True)
         self._current: dict[str, str | None] = {}
 
     def current_hash(self, path: str) -> str | None:
@@ -279,6 +281,8 @@ class _Staleness:
             return None
 
     def is_stale(self, path: str, file_hash: str) -> bool:
+        if self.detached:
+            return False
         current = self.current_hash(path)
         return current is None or current != file_hash
 
