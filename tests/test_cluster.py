@@ -88,6 +88,7 @@ def test_a_manifest_with_a_credential_is_refused_without_printing_it(tmp_path):
     ('[[repo]]\nurl = "/a/x"\n[[repo]]\nurl = "/b/x"\n', "two repositories are named 'x'"),
     ('[[repo]]\nurl = "/a/x"\nbranch = "main"\n', "unknown key 'branch'"),
     ('[[repo]]\nurl = "/a/x"\nref = "--upload-pack=evil"\n', "is not a branch"),
+    ('[[repo]]\nurl = "--upload-pack=evil"\nname = "x"\n', "is not a URL or a path"),
 ])
 def test_manifest_mistakes_are_one_line(tmp_path, text, message):
     (tmp_path / "org.toml").write_text(text, encoding="utf-8")
@@ -239,9 +240,14 @@ def test_a_rerun_after_a_commit_embeds_only_the_changed_chunks(ray_local, tmp_pa
     assert after["beta"] == before["beta"] and after["gamma"] == before["gamma"]
     assert_same_rows(after["alpha"], local_rows(alpha, tmp_path / "alpha-index"))
 
-    third = run(specs, uri, clones)
-    assert (third.repos_changed, third.chunks_written, third.chunks_embedded, third.chunks_deleted) == (0, 0, 0, 0)
-    assert org_rows(uri) == after
+    # Nothing changed in alpha and beta; gamma left the manifest and --prune removes it.
+    third = run(specs[:2], uri, clones, prune=True)
+    assert (third.repos_changed, third.chunks_written, third.chunks_embedded) == (0, 0, 0)
+    assert third.repos_pruned == ["gamma"] and third.chunks_deleted == len(after["gamma"])
+    assert org_rows(uri) == {"alpha": after["alpha"], "beta": after["beta"]}
+    from localidx.cluster.read import status
+
+    assert [r["repo"] for r in status(str(uri))["sets"][0]["repos"]] == ["alpha", "beta"]
 
 
 @needs_cluster

@@ -80,6 +80,8 @@ def load_manifest(path: Path) -> list[RepoSpec]:
         raw = item.get("url") or item.get("path")
         if not isinstance(raw, str) or not raw.strip():
             raise UsageError(f"{path}: repo #{n} has no url (or path)")
+        if raw.strip().startswith("-"):
+            raise UsageError(f"{path}: repo #{n}: {raw.strip()!r} is not a URL or a path")
         url = _absolute(raw.strip(), path.parent)
         if has_credential(url):
             raise UsageError(f"{path}: repo #{n} ({redact_url(url)}) has a credential in its URL; a manifest is a "

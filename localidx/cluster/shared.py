@@ -247,6 +247,10 @@ def build_indexes(db: SharedDB) -> list[str]:
         chunks.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_PQ",
                             num_partitions=partitions, num_sub_vectors=max(1, db.dim // ANN_SUB_VECTOR_DIMS))
         built.append(f"IVF_PQ index over {rows} vectors ({partitions} partitions)")
+    files = db.open(db.names.files)
+    if files.count_rows() and ("repo",) not in {tuple(i.columns) for i in files.list_indices()}:
+        files.create_index("repo", config=Bitmap())  # each job's prepare tasks read their repository's records
+        built.append("Bitmap index on the files' repo")
     cache = db.open(db.names.cache)
     if cache.count_rows() and ("key",) not in {tuple(i.columns) for i in cache.list_indices()}:
         cache.create_index("key", config=BTree())

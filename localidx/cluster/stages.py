@@ -101,11 +101,15 @@ def _git(args: list[str], cwd: Path | None = None) -> str:
 def checkout(url: str, ref: str, clones: Path, slug: str) -> tuple[Path, str]:
     """A clean detached checkout of ``ref`` of the repository at ``url`` under ``clones`` (kept between jobs, so a
     re-run only fetches): ``(work tree, commit id)``."""
+    import shutil
+
     target = clones / slug
     if not (target / ".git").is_dir():
         clones.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(target, ignore_errors=True)  # a clone killed half-way is cloned again
         partial = clones / f".{slug}.{os.getpid()}.tmp"
-        _git(["clone", "--quiet", "--no-checkout", url, str(partial)])
+        shutil.rmtree(partial, ignore_errors=True)
+        _git(["clone", "--quiet", "--no-checkout", "--", url, str(partial)])
         os.replace(partial, target)
     _git(["fetch", "--quiet", "--force", "--tags", "origin", "+refs/heads/*:refs/remotes/origin/*"], cwd=target)
     commit = ""
