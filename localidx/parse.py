@@ -143,17 +143,22 @@ def _parse_tree(spec: LanguageSpec, data: bytes, timeout_s: float):
         return parser.parse(data)
     deadline = time.monotonic() + timeout_s
     timed_out = False
+    parsing = True
     step = 64 * 1024
 
     def read(offset: int, _point) -> bytes:
         # tree-sitter pulls the source through this callback as it lexes, so a deadline checked here bounds the parse.
+        # The tree keeps the callback to read node text later (query predicates such as #match? do): past the parse
+        # it must serve the bytes whatever the time, or that read gets nothing forever (found on a real repository:
+        # a small C++ file hung a worker once a slow query compile had outlasted the parse deadline).
         nonlocal timed_out
-        if time.monotonic() > deadline:
+        if parsing and time.monotonic() > deadline:
             timed_out = True
             return b""
         return data[offset : offset + step]
 
     tree = parser.parse(read)
+    parsing = False
     if timed_out or tree is None:
         raise ParseError(f"parser timed out after {timeout_s:g} s")
     return tree

@@ -7,8 +7,9 @@ chunker), so it stays free of LanceDB and the writer.
 ``map_files`` runs a job function over files on a pool of processes and yields results in job order. A job that
 raises is already turned into a result by the job function (``chunk_changed_file`` and ``summarize_file`` never
 raise); a job that kills its process (a crash in a native parser, the kernel's OOM killer) breaks the pool, and
-then every job that was in flight runs again alone, so that the one that kills its process again is found and
-given ``on_crash``'s result, and the others' results are kept. The rest of the files carry on in a new pool.
+a batch that runs past ``BATCH_TIMEOUT_S`` has its pool killed: either way every job that was in flight runs again
+alone, so that the one that kills its process again, or runs past ``ALONE_TIMEOUT_S``, is found and given
+``on_crash``'s result, and the others' results are kept. The rest of the files carry on in a new pool.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from typing import Callable, Iterator
 from localidx.config import Settings
 
 BATCH = 8  # files per task sent to a worker: fewer round trips than one at a time
+# Backstops against a job that never ends (the parser has its own timeout; these catch anything else). Generous:
+# a batch of large files on a loaded two-core laptop takes tens of seconds.
+BATCH_TIMEOUT_S = 600.0
+ALONE_TIMEOUT_S = 180.0
 
 
 @dataclass
@@ -163,6 +168,7 @@ def map_files(func: Callable, jobs: list, workers: int, on_crash: Callable | Non
         yield from map(func, jobs)
         return
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import TimeoutError as Timeout
     from concurrent.futures.process import BrokenProcessPool
 
     context = _context()
@@ -187,10 +193,12 @@ def map_files(func: Callable, jobs: list, workers: int, on_crash: Callable | Non
             while in_flight:
                 batch, future = in_flight.popleft()
                 try:
-                    out = future.result()
-                except BrokenProcessPool:
+                    out = future.result(timeout=BATCH_TIMEOUT_S)
+                except (BrokenProcessPool, Timeout) as exc:
                     if on_crash is None:
                         raise
+                    if isinstance(exc, Timeout):
+                        _kill(pool)
                     suspects = batch + [i for b, _f in in_flight for i in b]
                     break
                 results.update(zip(batch, out))
@@ -199,12 +207,16 @@ def map_files(func: Callable, jobs: list, workers: int, on_crash: Callable | Non
                     yield results.pop(position)
                     position += 1
         alone = None
-        for i in suspects:  # one at a time in a pool of one, so that a crash names its file
+        for i in suspects:  # one at a time in a pool of one, so that a crash or a hang names its file
             alone = alone or ProcessPoolExecutor(1, mp_context=context)
             try:
-                results[i] = alone.submit(func, jobs[i]).result()
-            except BrokenProcessPool:
-                results[i] = on_crash(jobs[i], "the chunker's process died on this file")
+                results[i] = alone.submit(func, jobs[i]).result(timeout=ALONE_TIMEOUT_S)
+            except (BrokenProcessPool, Timeout) as exc:
+                hung = isinstance(exc, Timeout)
+                if hung:
+                    _kill(alone)
+                results[i] = on_crash(jobs[i], f"chunking took over {ALONE_TIMEOUT_S:g} s and was stopped" if hung
+                                      else "the chunker's process died on this file")
                 alone.shutdown(wait=True)
                 alone = None
         if alone is not None:
@@ -213,3 +225,9 @@ def map_files(func: Callable, jobs: list, workers: int, on_crash: Callable | Non
         while position in results:
             yield results.pop(position)
             position += 1
+
+
+def _kill(pool) -> None:
+    """Kill a pool's worker processes (one of them is stuck); the pool then reports itself broken."""
+    for process in list(getattr(pool, "_processes", {}).values()):
+        process.kill()

@@ -11,5 +11,13 @@ def square_or_die(n: int) -> int:
     return n * n
 
 
+def square_or_hang(n: int) -> int:
+    if n == 5:
+        import time
+
+        time.sleep(3600)  # what an endless loop in a chunker does
+    return n * n
+
+
 def crashed(n: int, reason: str) -> tuple:
     return ("crashed", n, reason)

@@ -76,3 +76,24 @@ def test_chunks_of_a_file_in_another_repository_find_that_repository(make_repo):
     both = _cli(here, "chunks", "README.md", str(there / "cmd/main.go"), "--json")
     assert both.returncode == 0, both.stderr
     assert {c["path"] for c in json.loads(both.stdout)} == {"README.md", "cmd/main.go"}
+
+
+def test_node_text_read_after_the_parse_deadline_is_the_source_not_a_hang():
+    # rust-lang/regex at 88a2a62d861d, bench/src/ffi/re2.cpp (1.4 KB): on a loaded machine the C++ query's first
+    # compile outlasted the parse deadline, and the query's #match? predicates then read node text through the parse
+    # callback, which answered b"" forever: the worker hung and the run with it.
+    import threading
+    import time as clock
+
+    from localidx.languages import language_for_path
+    from localidx.parse import _parse_tree
+
+    spec = language_for_path("lib/ffi.cpp")
+    source = b'extern "C" {\n    int add(int a, int b) {\n        return a + b;\n    }\n}\n'
+    tree = _parse_tree(spec, source, timeout_s=0.2)
+    clock.sleep(0.3)  # the deadline is behind us now
+    result: list = []
+    reader = threading.Thread(target=lambda: result.append(tree.root_node.text), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert result == [source], "reading node text after the deadline hung or came back empty"

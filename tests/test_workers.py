@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crash_jobs import crashed, square_or_die
+from crash_jobs import crashed, square_or_die, square_or_hang
 from localidx.config import load_settings
 from localidx.workers import chunk_changed_file, crashed_chunking, map_files
 
@@ -23,6 +23,16 @@ def test_a_job_that_kills_its_process_costs_that_job_only(preload_lancedb, monke
     results = list(map_files(square_or_die, list(range(40)), 2, on_crash=crashed))
     assert results[13] == ("crashed", 13, "the chunker's process died on this file")
     assert results[:13] + results[14:] == [n * n for n in range(40) if n != 13]
+
+
+def test_a_job_that_never_ends_is_stopped_and_costs_that_job_only(monkeypatch):
+    import localidx.workers as workers
+
+    monkeypatch.setattr(workers, "BATCH_TIMEOUT_S", 3.0)
+    monkeypatch.setattr(workers, "ALONE_TIMEOUT_S", 3.0)
+    results = list(map_files(square_or_hang, list(range(24)), 2, on_crash=crashed))
+    assert results[5] == ("crashed", 5, "chunking took over 3 s and was stopped")
+    assert results[:5] + results[6:] == [n * n for n in range(24) if n != 5]
 
 
 def test_without_a_crash_handler_a_crash_stops_the_map():
