@@ -9,10 +9,10 @@ the Ray pipeline alone: prepare -> chunk -> embed -> write), chunks/s, CPU secon
 workers included) and chunks per CPU-second, and the scaling factor from 1 to 2 workers.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/cluster.py [--packages json,concurrent,wsgiref,xmlrpc]
-                                                            [--workers 1,2] [--work /tmp/localidx-bench/cluster]
+                                   [--workers 1,2] [--model fake] [--no-local] [--ray ADDRESS] [--work DIR]
 
 No GPU here: GPU actor throughput is not measured (the job starts one actor per GPU with ``num_gpus=1`` when the
-cluster has GPUs). Not a timed test: machines are noisy (the load average is printed); run it, read it, quote it.
+cluster has GPUs; ``--ray ADDRESS`` runs this benchmark on such a cluster). Not a timed test: machines are noisy (the load average is printed); run it, read it, quote it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _corpus import STDLIB, WORK, TreeMonitor, du_mb, git, loadavg  # noqa: E402
 
-EDITED = ("json", "json/encoder.py", "def py_encode_basestring(s):", "def py_encode_basestring(s):\n    # edited\n")
+
+
+def edit_one_function(repo: Path) -> None:
+    """Add a comment line under the first top-level function of the repository's first Python file that has one."""
+    for path in sorted(repo.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        at = text.find("\ndef ")
+        if at >= 0:
+            end = text.index("\n", at + 1)
+            path.write_text(text[: end + 1] + "    # edited\n" + text[end + 1 :], encoding="utf-8")
+            return
+    raise SystemExit(f"no top-level function to edit in {repo}")
 
 
 def build_repos(base: Path, packages: list[str]) -> dict[str, Path]:
@@ -50,13 +61,17 @@ def cpu_of(monitor: TreeMonitor) -> float:
     return sum(monitor.cpu.values())
 
 
+RAY_ADDRESS: str | None = None  # --ray: run on that cluster instead of a local instance
+
+
 def job(specs, uri: Path, clones: Path, workers: int, model: str = "") -> dict:
     from localidx.cluster.pipeline import run_job
     from localidx.embed import DEFAULT_MODEL
 
     with TreeMonitor(os.getpid(), interval=0.2) as monitor:
         started = time.perf_counter()
-        stats = run_job(specs, str(uri), model=model or DEFAULT_MODEL, workers=workers, clones=clones).to_dict()
+        stats = run_job(specs, str(uri), model=model or DEFAULT_MODEL, workers=workers, clones=clones,
+                        ray_address=RAY_ADDRESS).to_dict()
         wall = time.perf_counter() - started
         monitor.sample()
     cpu = cpu_of(monitor)
@@ -89,7 +104,13 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--work", type=Path, default=WORK / "cluster")
     parser.add_argument("--no-local", action="store_true", help="Skip the `localidx index` baseline.")
+    parser.add_argument("--model", default="", help="The embedding model (default: the real default model; `fake` "
+                        "measures checkout, chunking, writing and Ray alone).")
+    parser.add_argument("--ray", default=None, help="A Ray cluster's address (GPU actors where it has GPUs; --work "
+                        "must then be on a filesystem every node sees).")
     args = parser.parse_args()
+    global RAY_ADDRESS
+    RAY_ADDRESS = args.ray
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["LOCALIDX_REGISTRY"] = str(args.work / "registry.json")  # keep the user's registry out of it
     from localidx.cluster.manifest import RepoSpec
@@ -106,13 +127,12 @@ def main() -> None:
         # disk).
         uri = args.work / f"shared-{workers}"
         clones = args.work / f"clones-{workers}"
-        full = job(specs, uri, clones, workers)
-        repo = repos[EDITED[0]]
-        path = repo / EDITED[1]
-        path.write_text(path.read_text(encoding="utf-8").replace(EDITED[2], EDITED[3], 1), encoding="utf-8")
+        full = job(specs, uri, clones, workers, args.model)
+        repo = repos[packages[0]]
+        edit_one_function(repo)
         git(repo, "commit", "-qam", "edit one function")
-        incremental = job(specs, uri, clones, workers)
-        git(repo, "revert", "--no-edit", "-q", "HEAD")
+        incremental = job(specs, uri, clones, workers, args.model)
+        git(repo, "revert", "--no-edit", "HEAD")
         results[workers] = {"full": full, "incremental": incremental, "disk_mb": round(du_mb(uri), 1)}
         print(f"\n{workers} worker(s): full job {full['chunks_written']} chunks in {full['wall_s']} s "
               f"(pipeline {full['pipeline_s']} s: {full['rate']} chunks/s; commit {full['commit_s']} s, indexes "
@@ -122,13 +142,14 @@ def main() -> None:
         print(f"  incremental (one function edited): {incremental['wall_s']} s, {incremental['files_processed']} "
               f"file(s) chunked, {incremental['chunks_embedded']} chunk(s) embedded, "
               f"{incremental['chunks_reused']} vectors reused; shared database {results[workers]['disk_mb']} MB")
-    # The same job with the fake embedder: what checkout, chunking, writing and Ray cost without the model.
-    top = max(results)
-    fake = job(specs, args.work / "shared-fake", args.work / "clones-fake", top, model="fake")
-    results["fake-model"] = fake
-    print(f"\nwithout the model (fake embedder, {top} workers): {fake['chunks_written']} chunks, pipeline "
-          f"{fake['pipeline_s']} s ({fake['rate']} chunks/s), CPU {fake['cpu_s']} s ({fake['per_cpu_s']} chunks per "
-          f"CPU-second), load {fake['load']}")
+    if args.model != "fake":
+        # The same job with the fake embedder: what checkout, chunking, writing and Ray cost without the model.
+        top = max(results)
+        fake = job(specs, args.work / "shared-fake", args.work / "clones-fake", top, model="fake")
+        results["fake-model"] = fake
+        print(f"\nwithout the model (fake embedder, {top} workers): {fake['chunks_written']} chunks, pipeline "
+              f"{fake['pipeline_s']} s ({fake['rate']} chunks/s), CPU {fake['cpu_s']} s ({fake['per_cpu_s']} chunks "
+              f"per CPU-second), load {fake['load']}")
     counts = sorted(k for k in results if isinstance(k, int))
     if len(counts) >= 2:
         low, high = results[counts[0]]["full"], results[counts[-1]]["full"]

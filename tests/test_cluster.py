@@ -308,6 +308,12 @@ def test_a_laptop_reads_the_shared_index_and_prefers_its_own_work_tree(org, tmp_
     assert "beta@shared:auth/tokens.py:" in pack["augmentedPrompt"]
     assert "alpha@shared" not in pack["augmentedPrompt"]
 
+    # The same NOTICE text (the same chunk id) in all three: one match per repository, alpha's from the laptop.
+    proc = localidx("search", "--all-repos", "--json", "Apache License copyright Acme", cwd=laptop, env=env)
+    assert proc.returncode == 0, proc.stderr
+    notices = [(m["repo"], m["path"]) for m in json.loads(proc.stdout)["matches"] if m["path"] == "NOTICE"]
+    assert sorted(notices) == [("alpha", "NOTICE"), ("beta@shared", "NOTICE"), ("gamma@shared", "NOTICE")]
+
     # MCP's rag_search_global, in process, as an editor's assistant calls it from the laptop's work tree.
     import mcp
 

@@ -155,7 +155,6 @@ def _pipeline(ray, job, specs, stats: JobStats) -> list[dict]:
     from localidx.cluster import stages
 
     logging.getLogger("ray.data").setLevel(logging.WARNING)
-    ray.data.DataContext.get_current().enable_progress_bars = False
     items = [{"name": s.name, "url": s.url, "ref": s.ref} for s in specs]
     # Retries are bounded: Ray Data's default retries a task whose worker died without end, so a file that kills
     # its parser's process every time would hang the job instead of failing it. Ray 2.60 takes ``max_retries`` only

@@ -61,18 +61,24 @@ class _FilteredQuery:
 
 
 class _FilteredTable:
-    """A pinned LanceDB table seen through a filter (one repository, or all but the ones left out)."""
+    """A pinned LanceDB table seen through a filter (one repository, or all but the ones left out). Only what
+    retrieval reads is offered (``search``, ``count_rows``, ``version``), so nothing reads past the filter."""
 
     def __init__(self, table, clause: str | None):
         self._table = table
         self._clause = clause
 
+    @property
+    def version(self) -> int:
+        return self._table.version
+
     def search(self, *args, **kwargs):
         query = self._table.search(*args, **kwargs)
         return _FilteredQuery(query, self._clause) if self._clause else query
 
-    def __getattr__(self, name):
-        return getattr(self._table, name)
+    def count_rows(self, filter: str | None = None) -> int:  # noqa: A002 - LanceDB's own argument name
+        clauses = [c for c in (self._clause, filter) if c]
+        return self._table.count_rows(" AND ".join(f"({c})" for c in clauses) if clauses else None)
 
 
 class _ViewStore:

@@ -109,7 +109,8 @@ def checkout(url: str, ref: str, clones: Path, slug: str) -> tuple[Path, str]:
         shutil.rmtree(target, ignore_errors=True)  # a clone killed half-way is cloned again
         partial = clones / f".{slug}.{os.getpid()}.tmp"
         shutil.rmtree(partial, ignore_errors=True)
-        _git(["clone", "--quiet", "--no-checkout", "--", url, str(partial)])
+        # Blobs are fetched when checked out, never the history's: a node holds each repository's current tree.
+        _git(["clone", "--quiet", "--no-checkout", "--filter=blob:none", "--", url, str(partial)])
         os.replace(partial, target)
     _git(["fetch", "--quiet", "--force", "--tags", "origin", "+refs/heads/*:refs/remotes/origin/*"], cwd=target)
     commit = ""
