@@ -112,6 +112,8 @@ def checkout(url: str, ref: str, clones: Path, slug: str) -> tuple[Path, str]:
         # Blobs are fetched when checked out, never the history's: a node holds each repository's current tree.
         _git(["clone", "--quiet", "--no-checkout", "--filter=blob:none", "--", url, str(partial)])
         os.replace(partial, target)
+    # A checkout killed mid-way (a lost worker) leaves git's lock behind; one task at a time uses a clone.
+    (target / ".git" / "index.lock").unlink(missing_ok=True)
     _git(["fetch", "--quiet", "--force", "--tags", "origin", "+refs/heads/*:refs/remotes/origin/*"], cwd=target)
     commit = ""
     for candidate in (f"refs/remotes/origin/{ref}", f"refs/tags/{ref}", ref):
@@ -195,7 +197,7 @@ def prepare_repo(item: dict, job: JobSpec) -> list[dict]:
 
 
 def chunk_row(chunk, file_hash: str, model_id: str) -> dict:
-    """A chunk's row, built by the indexer's own row builder (see /work/scratch/cluster/NEEDS.md: wanted public)."""
+    """A chunk's row, built by the indexer's own row builder (private today; to be switched to its public name)."""
     from localidx import indexer
 
     return indexer._row(chunk, file_hash, model_id)
