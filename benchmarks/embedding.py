@@ -1,10 +1,11 @@
-"""Benchmark: embedding throughput of the default model (all-MiniLM-L6-v2 int8, localidx's FastEmbedder) on this
-machine's cores, over real code chunks at the corpus' own length.
+"""Benchmark: embedding throughput of the default model (all-MiniLM-L6-v2 int8, localidx's TransformerEmbedder: the
+model run by onnxruntime directly) on this machine's cores, over real code chunks at the corpus' own length.
+``benchmarks/coldindex.py`` compares it with the static embedder and other options, quality included.
 
 Input: about 600 code chunks sampled (seeded) from chunking the Python standard library with ``chunk_file``; each
 text is ``embedding_input(chunk.search_text)``, exactly what the indexer sends to the model. Every configuration
-runs in a fresh process (so peak RSS is its own): model load, one warm-up batch, then ``FastEmbedder.embed`` over all
-texts (length-sorted batches of ``BATCH_SIZE``). Printed per configuration: chunks/s (wall), chunks per CPU-second
+runs in a fresh process (so peak RSS is its own): model load, one warm-up batch, then ``TransformerEmbedder.embed`` over
+all texts (batches of ``--batches`` texts, sorted by token count). Printed per configuration: chunks/s (wall), chunks per CPU-second
 (the contention-free figure) and peak RSS. The 128 cap truncates each text at the end of its 126th word piece
 (the tokenizer's offsets; plus [CLS] and [SEP] = 128) before embedding, so the model sees exactly what a window of 128
 would show it. Then: where the time goes (tokenizer vs ONNX run vs pooling), and 1 process x 2 threads against
@@ -13,9 +14,9 @@ would show it. Then: where the time goes (tokenizer vs ONNX run vs pooling), and
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embedding.py [--chunks 600] [--batches 8,16,32] [--caps 256,128]
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embedding.py --eval-cap 128     # retrieval cost of a cap (run_eval)
 
-``--eval-cap N`` runs ``benchmarks/eval/run_eval.py`` (indexes copies of click and watchdog, prints Recall/MRR) with
-``localidx.embed.embedding_input`` patched to cut each text at N word pieces (the embedding keys change with it, so
-nothing is read from vectors of another cap); ``--eval-cap 256`` is the unpatched baseline. Its work dir defaults to
+``--eval-cap N`` runs ``benchmarks/eval/run_eval.py`` (indexes copies of the eval packages, prints Recall/MRR) with
+the model ``all-MiniLM-L6-v2[cap=N]``, whose window is N word pieces (its own model id, so nothing is read from
+vectors of another cap); ``--eval-cap 256`` is the default model. Its work dir defaults to
 ``/tmp/localidx-bench/eval``.
 
 Not a timed test: machines are noisy; run it, read it, quote it.
@@ -63,12 +64,10 @@ def cap_text(text: str, pieces: int, tok) -> str:
 
 def _run_config(texts: list[str], batch: int, threads: int | None, queue) -> None:
     """In a fresh process: load, warm up, embed everything; report timings and this process' peak RSS."""
-    import localidx.embed.onnx as onnx
-    from localidx.embed import DEFAULT_MODEL, get_embedder
+    from localidx.embed.transformer import TransformerEmbedder
 
-    onnx.BATCH_SIZE = batch
     t0 = time.perf_counter()
-    embedder = get_embedder(DEFAULT_MODEL, threads=threads)
+    embedder = TransformerEmbedder(threads=threads, batch=batch)
     embedder._load()
     load_s = time.perf_counter() - t0
     embedder.embed(texts[:batch])  # first ORT run allocates its arena: not part of steady throughput
@@ -79,18 +78,13 @@ def _run_config(texts: list[str], batch: int, threads: int | None, queue) -> Non
 
 
 def _breakdown(texts: list[str], batch: int, threads: int | None, queue) -> None:
-    """In a fresh process: the same length-sorted batches, each step timed on its own (wall and CPU)."""
+    """In a fresh process: the same token-count-sorted batches, each step timed on its own (wall and CPU)."""
     import numpy as np
-    from fastembed.common.onnx_model import OnnxOutputContext
 
-    from localidx.embed import DEFAULT_MODEL, get_embedder
+    from localidx.embed.transformer import TransformerEmbedder
 
-    embedder = get_embedder(DEFAULT_MODEL, threads=threads)
-    inner = embedder._load().model  # fastembed's OnnxTextEmbedding: .tokenizer (truncating at 256), .model (ORT)
-    ordered = sorted(texts, key=len)
-    batches = [ordered[i : i + batch] for i in range(0, len(ordered), batch)]
-    inner.onnx_embed(batches[0])  # warm-up
-    input_names = {node.name for node in inner.model.get_inputs()}
+    embedder = TransformerEmbedder(threads=threads, batch=batch)
+    session = embedder._load()
     totals = {"tokenize": [0.0, 0.0], "arrays": [0.0, 0.0], "onnx run": [0.0, 0.0], "pool+normalize": [0.0, 0.0]}
     padded = 0
 
@@ -101,33 +95,38 @@ def _breakdown(texts: list[str], batch: int, threads: int | None, queue) -> None
         totals[step][1] += cpu_self() - c0
         return out
 
-    for part in batches:
-        encoded = timed("tokenize", lambda: inner.tokenizer.encode_batch(part))
-        padded += len(encoded) * len(encoded[0].ids)
+    embedder.embed(texts[:batch])  # warm-up
+    ids = timed("tokenize", lambda: [e.ids for e in embedder._tok.encode_batch(texts)])
+    ordered = sorted(ids, key=len)
+    for start in range(0, len(ordered), batch):
+        part = ordered[start : start + batch]
+        width = max(map(len, part))
+        padded += width * len(part)
 
         def arrays():
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            feed = {"input_ids": ids}
-            if "attention_mask" in input_names:
-                feed["attention_mask"] = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-            if "token_type_ids" in input_names:
-                feed["token_type_ids"] = np.zeros_like(ids)
-            return feed
+            input_ids = np.zeros((len(part), width), dtype=np.int64)
+            mask = np.zeros_like(input_ids)
+            for row, seq in enumerate(part):
+                input_ids[row, : len(seq)] = seq
+                mask[row, : len(seq)] = 1
+            return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
 
         feed = timed("arrays", arrays)
-        output = timed("onnx run", lambda: inner.model.run(inner.ONNX_OUTPUT_NAMES, feed)[0])
-        timed("pool+normalize", lambda: list(inner._post_process_onnx_output(
-            OnnxOutputContext(model_output=output, attention_mask=feed.get("attention_mask"),
-                              input_ids=feed["input_ids"]))))
+        hidden = timed("onnx run", lambda: session.run(None, feed)[0])
+
+        def pool():
+            weights = feed["attention_mask"][:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / weights.sum(axis=1)
+            return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+        timed("pool+normalize", pool)
     queue.put({"steps": totals, "padded_pieces": padded})
 
 
 def _half_worker(texts: list[str], batch: int, barrier, queue) -> None:
-    import localidx.embed.onnx as onnx
-    from localidx.embed import DEFAULT_MODEL, get_embedder
+    from localidx.embed.transformer import TransformerEmbedder
 
-    onnx.BATCH_SIZE = batch
-    embedder = get_embedder(DEFAULT_MODEL, threads=1)
+    embedder = TransformerEmbedder(threads=1, batch=batch)
     embedder.embed(texts[:batch])
     barrier.wait()
     cpu0, t0 = cpu_self(), time.perf_counter()
@@ -169,18 +168,15 @@ def _line(label: str, r: dict) -> str:
 
 
 def run_eval_capped(cap: int, work: Path, packages: list[str]) -> int:
-    """run_eval.py's main with the model input cut at ``cap`` word pieces (256: unpatched)."""
+    """run_eval.py's main with the model's window at ``cap`` word pieces (256: the default model)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent / "eval"))
     import run_eval
 
-    import localidx.embed as embed
+    from localidx.embed import DEFAULT_MODEL
 
-    if cap < 256:
-        tok = _tokenizer()
-        original = embed.embedding_input
-        embed.embedding_input = lambda search_text: cap_text(original(search_text), cap, tok)
-    print(f"# run_eval with the model input capped at {cap} word pieces (work dir {work})")
-    return run_eval.main([*packages, "--work", str(work)])
+    model = DEFAULT_MODEL if cap == 256 else f"{DEFAULT_MODEL}[cap={cap}]"
+    print(f"# run_eval with the model's window at {cap} word pieces (work dir {work})")
+    return run_eval.main([*packages, "--work", str(work), "--model", model])
 
 
 def main() -> None:

@@ -41,8 +41,16 @@ from localidx.store.index import Index, open_index_at
 
 log = logging.getLogger(__name__)
 
-EMBED_COMMIT_ROWS = 256  # vectors per LanceDB commit: small enough that a stopped run loses little
-EMBED_STEP = 16  # texts per model call while filling vectors; new work is looked for between steps
+# Filling vectors adapts to the model's speed: model calls grow from EMBED_STEP texts while one takes under half of
+# STEP_S (new work is looked for between calls, so a save waits about STEP_S at most), and commits grow from
+# EMBED_COMMIT_ROWS rows while one takes under COMMIT_S (a commit costs LanceDB a merge; a fast model, the static
+# embedder, would otherwise spend its time committing 16 vectors at a time).
+EMBED_COMMIT_ROWS = 256
+EMBED_COMMIT_MAX = 16384
+COMMIT_S = 3.0
+EMBED_STEP = 16
+EMBED_STEP_MAX = 4096
+STEP_S = 1.0
 COMPACT_EVERY_VERSIONS = 64  # table versions (commits) between compactions
 INLINE_EMBED_MAX = 64  # new texts in a write batch that are embedded before it is written rather than after
 OLD_GENERATION_GRACE_S = 300  # a replaced generation is dropped this long after the switch (readers may be on it)
@@ -560,22 +568,23 @@ def _compact_now_and_then(index: Index) -> None:
         index.catalog.set_meta("compacted_at_version", str(index.store.version()))
 
 
-def _embed_texts(index: Index, texts_by_key: dict[str, str]) -> dict:
-    """Embed search texts (by embedding key) and put them in the cache; returns key -> vector."""
+def _embed_texts(index: Index, texts_by_key: dict[str, str], cache: bool = True) -> dict:
+    """Embed search texts (by embedding key), put them in the cache unless told not to; returns key -> vector."""
     from localidx.embed import embedding_input
 
     vectors = index.embedder.embed([embedding_input(t) for t in texts_by_key.values()])
-    index.store.cache_put(list(texts_by_key), vectors)
+    if cache:
+        index.store.cache_put(list(texts_by_key), vectors)
     return dict(zip(texts_by_key, vectors))
 
 
 def _embed_safely(index: Index, texts_by_key: dict[str, str], owner: dict[str, str], stats: RunStats,
-                  problems: list) -> dict:
+                  problems: list, cache: bool = True) -> dict:
     """``_embed_texts``, and when the model fails on a batch, text by text: a text it cannot embed is its file's
     failure (``owner``: key -> path), appended to ``problems`` for the catalog (which keeps it from being tried
     again until it changes), and gets no vector."""
     try:
-        return _embed_texts(index, texts_by_key)
+        return _embed_texts(index, texts_by_key, cache)
     except Exception as exc:  # noqa: BLE001
         from localidx.store.index import storage_error
 
@@ -584,7 +593,7 @@ def _embed_safely(index: Index, texts_by_key: dict[str, str], owner: dict[str, s
         if len(texts_by_key) > 1:
             found: dict = {}
             for key, text in texts_by_key.items():
-                found.update(_embed_safely(index, {key: text}, owner, stats, problems))
+                found.update(_embed_safely(index, {key: text}, owner, stats, problems, cache))
             return found
         (key,) = texts_by_key
         path = owner.get(key, "")
@@ -597,7 +606,7 @@ def _embed_safely(index: Index, texts_by_key: dict[str, str], owner: dict[str, s
 
 def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> None:
     """Embed the rows that have no vector yet, highest priority first, through the content-addressed cache; texts
-    the model failed on before are left alone."""
+    the model failed on before are left alone. Model calls and commits grow with the model's speed (see STEP_S)."""
     store = index.store
     failed = index.catalog.failed_keys("embed")
     pending = [p for p in store.pending_vectors() if p[2] not in failed]
@@ -605,9 +614,13 @@ def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> 
         return
     started = time.perf_counter()
     total = len(pending)
-    done = 0
-    for start in range(0, total, EMBED_COMMIT_ROWS):
-        part = pending[start : start + EMBED_COMMIT_ROWS]
+    done = start = 0
+    step, commit_rows = EMBED_STEP, EMBED_COMMIT_ROWS
+    stopped = False
+    while start < total and not stopped:
+        part = pending[start : start + commit_rows]
+        start += len(part)
+        part_started = time.perf_counter()
         rows = store.rows_by_id([p[0] for p in part], ["id", "path", "search_text", "embed_key"])
         cached = store.cache_get([r["embed_key"] for r in rows])
         missing: dict[str, str] = {}
@@ -616,30 +629,43 @@ def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> 
             if r["embed_key"] not in cached:
                 missing.setdefault(r["embed_key"], r["search_text"])
                 owner.setdefault(r["embed_key"], r["path"])
-        stopped = False
         keys = list(missing)
-        for at in range(0, len(keys), EMBED_STEP):
-            step = keys[at : at + EMBED_STEP]
+        new: dict = {}
+        at = 0
+        while at < len(keys):
+            batch = keys[at : at + step]
+            at += len(batch)
             problems: list = []
-            found = _embed_safely(index, {k: missing[k] for k in step}, owner, stats, problems)
+            call_started = time.perf_counter()
+            found = _embed_safely(index, {k: missing[k] for k in batch}, owner, stats, problems, cache=False)
+            took = time.perf_counter() - call_started
+            if took < STEP_S / 2 and len(batch) == step:
+                step = min(step * 2, EMBED_STEP_MAX)
+            elif took > 2 * STEP_S:
+                step = max(step // 2, EMBED_STEP)
             if problems:
                 index.catalog.add_problems(problems)
-            cached.update(found)
+            new.update(found)
             stats.chunks_embedded += len(found)
-            # Asked between model batches (about a second each), not between commits (ten or more): a save made
-            # while a backlog is embedding waits at most one batch before its own pass starts.
-            if should_stop is not None and at + EMBED_STEP < len(keys) and should_stop():
+            # Asked between model calls (about STEP_S each), not between commits: a save made while a backlog is
+            # embedding waits at most one call before its own pass starts.
+            if should_stop is not None and at < len(keys) and should_stop():
                 stopped = True
                 break
+        if new:
+            store.cache_put(list(new), [new[k] for k in new])
+            cached.update(new)
         ready = [r for r in rows if r["embed_key"] in cached]
         stats.chunks_reused += sum(1 for r in ready if r["embed_key"] not in missing)
         store.set_vectors([r["id"] for r in ready], [_as_array(cached[r["embed_key"]]) for r in ready])
         done += len(ready)
+        if time.perf_counter() - part_started < COMMIT_S / 2:
+            commit_rows = min(commit_rows * 2, EMBED_COMMIT_MAX)
         elapsed = time.perf_counter() - started
         rate = stats.chunks_embedded / elapsed if elapsed > 0 else 0.0
         progress("embed", done=done, total=total, rate=rate)
-        if stopped or (should_stop is not None and should_stop()):
-            break
+        if should_stop is not None and should_stop():
+            stopped = True
     stats.embed_s = round(time.perf_counter() - started, 3)
     stats.rate = round(stats.chunks_embedded / stats.embed_s, 2) if stats.embed_s else 0.0
     store.ensure_indexes()

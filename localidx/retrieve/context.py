@@ -47,9 +47,10 @@ TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _INTERNAL = ("_tokens",)
 
-RESPONSE_KEYS = ("matches", "rerankApplied", "augmentedPrompt", "instructions", "contextMissing", "missingTerms",
-                 "noResults", "noResultsReason", "appliedModules", "warnings", "profile", "query", "rawQuery",
-                 "subQueries", "stats")
+RESPONSE_KEYS = ("matches", "files", "rerankApplied", "augmentedPrompt", "instructions", "contextMissing",
+                 "missingTerms", "noResults", "noResultsReason", "appliedModules", "warnings", "profile", "query",
+                 "rawQuery", "subQueries", "stats")
+FILES_SHOWN = 10  # the response's "files": the search's best files, however few of them the budget kept
 
 
 class Source:
@@ -109,6 +110,9 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
         queries += transforms.sub_queries(question, analysis, values["queries"] - 1)
         queries += _llm_rewrites(question, values["queries"] - len(queries), settings, applied, warnings)
     matches = _search_all(ready, queries, values, params, label_repos)
+    from localidx.retrieve.search import rank_files
+
+    files = rank_files(matches, FILES_SHOWN)
     applied.append("search:hybrid")
     if len(queries) > 1:
         applied.append("multi-query")
@@ -162,7 +166,7 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
     clock.lap("relations")
     reason = None if matches else CONTEXT_NOT_FOUND
     return _response(matches, params, name, raw_query, question, analysis, queries[1:], applied, warnings,
-                     repo_name, rerank_applied, reason, stats, clock, root)
+                     repo_name, rerank_applied, reason, stats, clock, root, files)
 
 
 # -- stages ---------------------------------------------------------------------------------------------------
@@ -220,7 +224,7 @@ def _llm_rewrites(question: str, count: int, settings, applied: list[str], warni
 
 
 def _search_all(sources: list[Source], queries: list[str], values: dict, params, label: bool) -> list[dict]:
-    from localidx.retrieve.search import search
+    from localidx.retrieve.search import FILES_FROM, search
 
     merged: dict[tuple, dict] = {}
     order: list[tuple] = []
@@ -229,7 +233,9 @@ def _search_all(sources: list[Source], queries: list[str], values: dict, params,
         found: list[dict] = []
         mode = "hybrid" if position == 0 else values["subQueryMode"]
         for source in sources:
-            for match in search(source.index, text, k=values["topK"], mode=mode, language=params.language,
+            # The question's own search goes deeper than topK: the response's files view ranks what it found.
+            depth = max(values["topK"], FILES_FROM) if position == 0 else values["topK"]
+            for match in search(source.index, text, k=depth, mode=mode, language=params.language,
                                 path_glob=params.path_glob, kind=params.kind, table=source.table,
                                 fetch=values["candidates"] if position == 0 else None):
                 item = match.to_dict()
@@ -255,7 +261,7 @@ def _search_all(sources: list[Source], queries: list[str], values: dict, params,
             merged[key] = item
             order.append(key)
         if position == 0 and order:
-            floor = min(merged[key]["score"] for key in order)
+            floor = min(merged[key]["score"] for key in order[: values["topK"]])
     return [merged[key] for key in order]
 
 
@@ -321,7 +327,7 @@ def _add_relations(sources: list[Source], matches: list[dict], label: bool) -> N
 
 
 def _response(matches, params, profile, raw_query, question, analysis, sub_queries, applied, warnings, repo_name,
-              rerank_applied, reason, stats, clock, root) -> dict:
+              rerank_applied, reason, stats, clock, root, files=()) -> dict:
     for match in matches:
         for key in _INTERNAL:
             match.pop(key, None)
@@ -333,6 +339,7 @@ def _response(matches, params, profile, raw_query, question, analysis, sub_queri
     stats = dict(stats, matches=len(matches), timingsMs=clock.laps, totalMs=clock.total())
     return {
         "matches": matches,
+        "files": list(files),
         "rerankApplied": rerank_applied,
         "augmentedPrompt": prompt,
         "instructions": instructions,

@@ -13,6 +13,19 @@ Invariants:
   ``UsageError`` with one line.
 - ``stale`` compares the row's ``file_hash`` (git blob id) with the file on disk now: the catalog's stat is the fast
   path, the file is hashed only when its stat differs; a missing file is stale.
+- Each arm fetches the same ``CANDIDATES`` rows whatever ``k`` is, so a chunk's rank does not depend on ``-k``.
+
+How a query is read (``plan_query``): a question is searched as it is. A pasted bug report, traceback or log
+(``evidence.is_long``) is read for its evidence first (``localidx.retrieve.evidence``): BM25 reads the report without
+its boilerplate, plus a second, smaller arm of the names it writes as code, its error lines and its frames'
+functions; the vector arm embeds the title, the error lines and the start of the prose (the model reads 256 word
+pieces, and a report's head is often an environment dump); stack frames that name indexed files add their chunks,
+the innermost frame most, the chunk around the frame's line or function most of all.
+
+Then, for every query, a chunk of a test, a doc, an example or a built copy of the code (``transforms.path_role``)
+counts ``ROLE_FACTOR`` of its score unless the query asks for that kind of file (a report wants the code to fix, and
+its words recur in all of those). For a report, a chunk is also supported by the two best other chunks of its file
+(each counted up to its own score), so a file that answers in several places ranks above a single lucky chunk.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ from pathlib import Path
 
 from localidx.errors import UsageError
 from localidx.retrieve import IndexNotReady, fusion as _fusion
+from localidx.retrieve.transforms import path_role
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +58,15 @@ DEFAULT_FUSION = "linear"
 DEFAULT_VECTOR_WEIGHT = 0.5
 
 MAX_K = 100
-MIN_FETCH = 50  # per arm: enough candidates that fusion can promote a chunk ranked low by one arm
+CANDIDATES = 200  # per arm, whatever k: enough that fusion can promote a chunk ranked low by one arm
+
+# Chosen with the bug-report eval (benchmarks/eval/bugreports/run.py; README "Real questions" has the table).
+EVIDENCE_SHARE = 0.2  # of the BM25 weight, given to a report's code names, error lines and frame functions
+FRAME_WEIGHT = 0.3  # a frame's chunks: added to the fused score (the innermost frame's file in full)
+FRAME_DECAY = 0.6  # each further file named by the frames counts this much of the one before
+FRAME_MISS = 0.3  # a chunk of a frame's file that holds neither the frame's line nor its function
+ROLE_FACTOR = 0.5  # tests, docs, examples and built files, unless the query asks for them
+FILE_SUPPORT = 1.0  # weight of the two best other chunks of a chunk's file (each capped at the chunk's own score)
 
 COLUMNS = ["id", "path", "start_line", "end_line", "symbol", "kind", "language", "title", "text", "signature",
            "parent", "tags", "file_hash", "span_hash", "content_hash", "parent_id", "chunk_index", "token_count",
@@ -113,24 +135,33 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     table = table if table is not None else index.store.snapshot()
     if table is None:
         raise IndexNotReady("this work tree is not indexed yet: run `localidx index` first")
-    fetch = max(k, int(fetch)) if fetch else max(MIN_FETCH, 5 * k)
+    fetch = max(k, int(fetch)) if fetch else max(CANDIDATES, k)
     where = filter_clause(language=language, kind=kind, path_glob=path_glob)
+    plan = plan_query(query)
 
-    rows: dict[str, dict] = {}
-    bm25_raw: dict[str, float] = {}
-    vector_raw: dict[str, float] = {}
-    bm25_order: list[str] = []
-    vector_order: list[str] = []
     from localidx.store.index import reading  # LanceDB failing on its own files: IndexDamaged, with the remedy
 
+    rows: dict[str, dict] = {}
+    bm25_parts: list[tuple[dict[str, float], float]] = []
+    bm25_order: list[str] = []
+    vector_raw: dict[str, float] = {}
+    vector_order: list[str] = []
     if mode in ("hybrid", "bm25"):
-        for row in reading(index.paths, lambda: _bm25_arm(table, query, where, fetch, required=mode == "bm25")):
-            if row["id"] not in bm25_raw:
-                bm25_raw[row["id"]] = float(row["_score"])
-                bm25_order.append(row["id"])
-                rows.setdefault(row["id"], row)
+        arms = [(plan.words, 1.0 - EVIDENCE_SHARE if plan.evidence else 1.0)]
+        if plan.evidence:
+            arms.append((plan.evidence, EVIDENCE_SHARE))
+        for n, (text, share) in enumerate(arms):
+            raw: dict[str, float] = {}
+            found = reading(index.paths, lambda: _bm25_arm(table, text, where, fetch, required=mode == "bm25" and n == 0))
+            for row in found:
+                if row["id"] not in raw:
+                    raw[row["id"]] = float(row["_score"])
+                    rows.setdefault(row["id"], row)
+                    if n == 0:
+                        bm25_order.append(row["id"])
+            bm25_parts.append((_fusion.normalize(raw), share))
     if mode in ("hybrid", "vector"):
-        vector = index.embedder.embed_query(query)
+        vector = index.embedder.embed_query(plan.vector_text)
         for row in reading(index.paths, lambda: _vector_arm(table, vector, where, fetch)):
             if row["id"] not in vector_raw:
                 # Cosine distance is in [0, 2]; similarity keeps "higher is better" like the BM25 score.
@@ -138,20 +169,101 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
                 vector_order.append(row["id"])
                 rows.setdefault(row["id"], row)
 
-    bm25 = _fusion.normalize(bm25_raw)
+    bm25: dict[str, float] = {}
+    for part, share in bm25_parts:
+        for key, value in part.items():
+            bm25[key] = bm25.get(key, 0.0) + share * value
     vector = _fusion.normalize(vector_raw)
     if mode == "bm25":
-        scores = bm25
+        scores = dict(bm25)
     elif mode == "vector":
-        scores = vector
+        scores = dict(vector)
     elif fusion == "rrf":
         scores = _fusion.rrf(vector_order, bm25_order)
     else:
         scores = _fusion.linear(vector, bm25, weight)
+    if plan.frames and mode != "vector":
+        frames = reading(index.paths, lambda: _frame_arm(index, table, plan.frames, where))
+        for key, (value, row) in frames.items():
+            rows.setdefault(key, row)
+            scores[key] = scores.get(key, 0.0) + FRAME_WEIGHT * value
+    for key in scores:
+        role = path_role(rows[key]["path"], rows[key]["language"] or "")
+        if role and role not in plan.wanted_roles:
+            scores[key] *= ROLE_FACTOR
+    if plan.report:
+        scores = _with_file_support(scores, rows)
+    top = max(scores.values(), default=0.0)
+    if top > 0.0:  # frames, file support and the role factor move scores: the best match is 1.0 again
+        scores = {key: value / top for key, value in scores.items()}
 
     best = sorted(scores, key=lambda key: (-scores[key], rows[key]["path"], rows[key]["start_line"], key))[:k]
     staleness = _Staleness(index)
     return [_match(rows[key], scores[key], vector.get(key), bm25.get(key), staleness) for key in best]
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """How a search reads its query (see the module docstring)."""
+
+    words: str  # what the main BM25 arm searches
+    evidence: str  # a report's code names, error lines and frame functions ("" for a question)
+    vector_text: str  # what the vector arm embeds
+    frames: tuple  # a report's stack frames (``evidence.Frame``), innermost first
+    report: bool  # read as a pasted report rather than a question
+    wanted_roles: frozenset  # path roles the query asks for (not ranked lower)
+
+
+def plan_query(query: str) -> QueryPlan:
+    """The query as search reads it: as it is for a question, through its evidence for a report."""
+    from localidx.retrieve.evidence import is_long, read_report
+    from localidx.retrieve.transforms import analyze
+
+    if not is_long(query):
+        analysis = analyze(query)
+        wanted = {"test"} if analysis.about_tests else set()
+        if analysis.about_docs:
+            wanted |= {"doc", "example", "generated"}
+        return QueryPlan(words=query, evidence="", vector_text=query, frames=(), report=False,
+                         wanted_roles=frozenset(wanted))
+    evidence = read_report(query)
+    # A report mentions tests and docs in passing ("my test fails"); only its title says what it is about.
+    title = next((line.strip() for line in query.splitlines() if line.strip()), "")
+    analysis = analyze(title)
+    wanted = {"test"} if analysis.about_tests else set()
+    if analysis.about_docs:
+        wanted |= {"doc", "example", "generated"}
+    functions = [f.function for f in evidence.frames if f.function]
+    names = [name for name, _count in evidence.identifiers.most_common(40)]
+    evidence_text = " ".join([*names, *functions, *evidence.errors[:5]])
+    prose = " ".join(evidence.text.split())
+    vector_text = "\n".join([title, *evidence.errors[:3], prose[:1500]])
+    return QueryPlan(words=evidence.text, evidence=evidence_text, vector_text=vector_text,
+                     frames=tuple(evidence.frames), report=True, wanted_roles=frozenset(wanted))
+
+
+def _with_file_support(scores: dict[str, float], rows: dict[str, dict]) -> dict[str, float]:
+    """Each chunk's score plus ``FILE_SUPPORT`` times the two best other scores of its file, each capped at the
+    chunk's own: the best chunk of a file answering in several places carries them, the file's order is kept."""
+    by_file: dict[str, list[float]] = {}
+    for key, value in scores.items():
+        by_file.setdefault(rows[key]["path"], []).append(value)
+    for values in by_file.values():
+        values.sort(reverse=True)
+    out = {}
+    for key, value in scores.items():
+        others = by_file[rows[key]["path"]]
+        support, taken, skipped_self = 0.0, 0, False
+        for other in others:
+            if not skipped_self and other == value:
+                skipped_self = True
+                continue
+            support += min(other, value)
+            taken += 1
+            if taken == 2:
+                break
+        out[key] = value + FILE_SUPPORT * support
+    return out
 
 
 # -- the arms -------------------------------------------------------------------------------------------------
@@ -196,6 +308,33 @@ def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool) 
             raise UsageError(f"full-text search failed ({reason}); run `localidx index` to rebuild it") from None
         log.warning("full-text search failed, answering from vectors only: %s", reason)
         return []
+
+
+def _frame_arm(index, table, frames, where: str | None) -> dict[str, tuple[float, dict]]:
+    """Chunks of the indexed files a report's stack frames name: id -> (evidence in (0, 1], row). The innermost
+    frame's file counts 1, each further file ``FRAME_DECAY`` of the one before; in a file, a chunk holding a frame's
+    line or defining its function counts in full, the others ``FRAME_MISS``; several frames add up."""
+    from localidx.retrieve.evidence import resolve_frames
+    from localidx.store.lance import sql_in
+
+    resolved = resolve_frames(list(frames), index.catalog.paths())
+    if not resolved:
+        return {}
+    files = list(dict.fromkeys(path for path, _frame, _tail in resolved))
+    clause = sql_in("path", files) + (f" AND ({where})" if where else "")
+    by_path: dict[str, list[dict]] = {}
+    for row in table.search().where(clause).select(COLUMNS).limit(None).to_list():
+        by_path.setdefault(row["path"], []).append(row)
+    found: dict[str, tuple[float, dict]] = {}
+    for path, frame, _tail in resolved:
+        weight = FRAME_DECAY ** files.index(path)
+        for row in by_path.get(path, []):
+            symbol = (row["symbol"] or "").replace("::", ".").split(".")[-1]
+            hit = (frame.line and row["start_line"] <= frame.line <= row["end_line"]) or (
+                frame.function and symbol == frame.function)
+            value = weight * (1.0 if hit else FRAME_MISS)
+            found[row["id"]] = (found[row["id"]][0] + value if row["id"] in found else value, row)
+    return found
 
 
 def _vector_arm(table, vector, where: str | None, fetch: int) -> list[dict]:
@@ -301,3 +440,24 @@ def _match(row: dict, score: float, vector_score: float | None, bm25_score: floa
         content_hash=row.get("content_hash") or "", parent_id=row.get("parent_id") or "",
         chunk_index=int(row.get("chunk_index") or 0), token_count=int(row.get("token_count") or 0),
     )
+
+
+# -- the files view -------------------------------------------------------------------------------------------------
+
+FILES_FROM = 100  # chunks a files view is ranked from
+
+
+def rank_files(matches, k: int = 10) -> list[dict]:
+    """"Which file do I open": files in the order of their best match (matches as dicts or ``Match``), each with
+    ``path``, ``score`` (its best match's), ``matches`` (how many of the matches are in it), and its best match's
+    ``start_line``, ``end_line`` and ``symbol``; the first ``k``."""
+    files: dict[str, dict] = {}
+    for match in matches:
+        m = match if isinstance(match, dict) else match.to_dict()
+        key = (m.get("repo"), m["path"])
+        if key not in files:
+            files[key] = {**({"repo": m["repo"]} if m.get("repo") else {}), "path": m["path"], "score": m["score"],
+                          "matches": 0, "start_line": m["start_line"], "end_line": m["end_line"],
+                          "symbol": m.get("symbol") or ""}
+        files[key]["matches"] += 1
+    return list(files.values())[:k]

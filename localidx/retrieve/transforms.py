@@ -34,6 +34,9 @@ class QueryData:
     follow_up: frozenset[str]
     test_words: frozenset[str]
     test_paths: tuple[re.Pattern, ...]
+    role_paths: tuple[tuple[str, tuple[re.Pattern, ...]], ...]  # (role, patterns), tried in order
+    doc_languages: frozenset[str]
+    doc_words: frozenset[str]
     languages: dict[str, str]
     foreign: dict[str, frozenset[str]]
     english: frozenset[str]
@@ -47,7 +50,11 @@ def data() -> QueryData:
     raw = _read_toml(_DATA)
     return QueryData(
         follow_up=frozenset(raw["follow_up_words"]), test_words=frozenset(raw["test_words"]),
-        test_paths=tuple(re.compile(p) for p in raw["test_paths"]), languages=dict(raw["languages"]),
+        test_paths=tuple(re.compile(p) for p in raw["test_paths"]),
+        role_paths=tuple((role, tuple(re.compile(p) for p in raw[f"{role}_paths"]))
+                         for role in ("test", "doc", "generated", "example")),
+        doc_languages=frozenset(raw["doc_languages"]), doc_words=frozenset(raw["doc_words"]),
+        languages=dict(raw["languages"]),
         foreign={lang: frozenset(words) for lang, words in raw["foreign_stopwords"].items()},
         english=_tables().stopwords,
     )
@@ -60,6 +67,7 @@ class Analysis:
     keywords: list[str] = field(default_factory=list)
     languages: set[str] = field(default_factory=set)  # localidx language ids the question names
     about_tests: bool = False
+    about_docs: bool = False  # names docs, examples or built files (``path_role``'s other roles)
     english: bool = True
     foreign_language: str = ""
 
@@ -101,6 +109,7 @@ def analyze(question: str) -> Analysis:
     if re.search(r"\b(in|with|using)\s+go\b|\bgo\s+(code|file|package|function)", question, re.IGNORECASE):
         out.languages.add("go")
     out.about_tests = any(w in d.test_words for w in words)
+    out.about_docs = any(w in d.doc_words for w in words)
     out.english, out.foreign_language = _english(question, words)
     return out
 
@@ -125,6 +134,15 @@ def _english(text: str, words: list[str]) -> tuple[bool, str]:
 
 def is_test_path(path: str) -> bool:
     return any(p.search(path) for p in data().test_paths)
+
+
+def path_role(path: str, language: str = "") -> str:
+    """What a file holds besides the code itself: "test", "doc", "generated", "example", or "" for code."""
+    d = data()
+    for role, patterns in d.role_paths:
+        if any(p.search(path) for p in patterns):
+            return role
+    return "doc" if language in d.doc_languages else ""
 
 
 def is_follow_up(question: str, analysis: Analysis) -> bool:

@@ -161,6 +161,10 @@ class Catalog:
         rows = self._db.execute(f"SELECT {self._COLUMNS} FROM files")
         return {r[0]: self._record(r) for r in rows}
 
+    def paths(self) -> list[str]:
+        """The paths of the files with rows."""
+        return [p for (p,) in self._db.execute("SELECT path FROM files WHERE skipped = ''")]
+
     def get(self, path: str) -> FileRecord | None:
         r = self._db.execute(f"SELECT {self._COLUMNS} FROM files WHERE path = ?", (path,)).fetchone()
         return self._record(r) if r else None
