@@ -335,8 +335,8 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
     if all_repos:
         from localidx.retrieve.search import search_all_repos
 
-        _print_matches(search_all_repos(query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind),
-                       as_json)
+        _print_matches(search_all_repos(query, _settings(_root_or_none()), k=k, mode=mode, language=language,
+                                        path_glob=path_glob, kind=kind), as_json)
         return
     root, in_git = find_root(Path.cwd())
     settings = _settings(root)
@@ -792,6 +792,78 @@ def repos_remove(target: str) -> None:
 
     entry = registry.remove(target)
     click.echo(f"removed {entry.name} ({entry.root}) from the registry; its index stays in {entry.index}")
+
+
+@cli.group()
+def cluster() -> None:
+    """An organisation's repositories, indexed by a Ray job into a shared database that --all-repos reads
+    (needs `pip install 'localidx[cluster]'` to write; reading needs nothing more)."""
+
+
+@cluster.command(name="index")
+@click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--to", "uri", required=True, help="The shared database: a path, s3://, gs://, az://... (storage "
+              "credentials come from the environment).")
+@click.option("--ray", "ray_address", default=None, help="The Ray cluster to run on (auto, ray://host:10001); "
+              "default: a local instance.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Embedding workers (default: one per GPU, "
+              "else one per CPU; a local instance gets this many CPUs).")
+@click.option("--clones", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where each node keeps its checkouts (default: the user cache dir).")
+@click.option("--prune", is_flag=True, help="Remove repositories no longer in the manifest from the shared index.")
+@click.option("--json", "as_json", is_flag=True, help="Print the job's record as JSON.")
+def cluster_index(manifest: Path, uri: str, ray_address: str | None, workers: int | None, clones: Path | None,
+                  prune: bool, as_json: bool) -> None:
+    """Index the repositories of MANIFEST (TOML: [[repo]] url/path, name, ref) into the shared database."""
+    from localidx.cluster.manifest import load_manifest
+    from localidx.cluster.pipeline import run_job
+
+    specs = load_manifest(manifest)
+    settings = _settings(_root_or_none())
+
+    def progress(stage: str, **info) -> None:
+        if not as_json:
+            click.echo(f"cluster: {stage} {' '.join(f'{k}={v}' for k, v in info.items())}".rstrip(), err=True)
+
+    stats = run_job(specs, uri, model=settings.embed_model, ray_address=ray_address, workers=workers,
+                    clones=clones, prune=prune, progress=progress).to_dict()
+    if as_json:
+        _echo_json(stats)
+        return
+    click.echo(f"indexed {stats['repos']} repositories into {stats['uri']} ({stats['repos_changed']} changed, "
+               f"{len(stats['repos_failed'])} failed): {stats['files_processed']} files chunked, "
+               f"{stats['files_unchanged']} unchanged, {stats['files_deleted']} deleted")
+    click.echo(f"  chunks: {stats['chunks_written']} written, {stats['chunks_deleted']} deleted, "
+               f"{stats['chunks_embedded']} embedded, {stats['chunks_reused']} vectors reused")
+    click.echo(f"  {stats['duration_s']:.1f} s ({stats['workers']} workers, {stats['gpus']} GPUs; pipeline "
+               f"{stats['pipeline_s']:.1f} s, {stats['rate']} chunks/s; commit {stats['commit_s']:.1f} s, "
+               f"indexes {stats['index_s']:.1f} s)")
+    for failed in stats["repos_failed"]:
+        click.echo(f"  failed: {failed['repo']}: {failed['reason']} (its rows stay as they were)")
+
+
+@cluster.command(name="status")
+@click.argument("uri")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def cluster_status(uri: str, as_json: bool) -> None:
+    """What the shared database at URI holds: repositories, commits, rows, indexes (never a credential)."""
+    from localidx.cluster.read import status
+
+    report = status(uri)
+    if as_json:
+        _echo_json(report)
+        return
+    if not report["sets"]:
+        click.echo(f"{report['uri']}: no organisation index here", err=True)
+        return
+    for entry in report["sets"]:
+        click.echo(f"{report['uri']}  tables {entry['tables']}: {entry.get('chunks', 0)} chunks, version "
+                   f"{entry.get('version', 0)}, indexes {', '.join(entry.get('indexes', [])) or 'none'}")
+        for r in entry["repos"]:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["indexed_at"])) if r["indexed_at"] else "never"
+            commit = (r["commit"] or "")[:12] or "-"
+            click.echo(f"  {r['repo']}  {r['url']}@{r['ref']}  {commit}  {r['files'] or 0} files, "
+                       f"{r['chunks'] or 0} chunks, indexed {when}  {r['status']}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -66,6 +66,9 @@ class Settings:
     llm_api_key_env: str = "LOCALIDX_LLM_API_KEY"
     llm_timeout_s: float = 120.0
     summarize: bool = False  # index-time LLM explanation per code chunk (needs llm_base_url)
+    # A shared organisation index (`localidx cluster index ... --to URI`) that --all-repos reads beside the registry:
+    # a path, s3://, gs://, az://... The URI only: storage credentials come from the environment, never from here.
+    shared_index: str = ""
 
     def replace(self, **changes) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -120,6 +123,7 @@ RULES: dict[str, _Rule] = {
                              allowed="the name of an environment variable"),
     "llm_timeout_s": _Rule(0, 86400),  # 0: no limit
     "summarize": _Rule(),
+    "shared_index": _Rule(),  # a URI (a path, s3://, gs://, az://) or "" for none
 }
 
 

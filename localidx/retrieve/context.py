@@ -469,17 +469,25 @@ def build_for_repository(index, query, **options) -> dict:
 
 def build_context_all_repos(query, *, profile=None, conversation_context=None, settings=None, language=None,
                             path_glob=None, kind=None, max_tokens=None, top_k=None, locale=None) -> dict:
-    """``build_context`` over every repository in the per-user registry, each match labelled with its ``repo``."""
+    """``build_context`` over every repository in the per-user registry, each match labelled with its ``repo``, and
+    over the shared org index when ``settings.shared_index`` names one (``localidx.cluster.read``: the org
+    repositories this machine indexes itself are left out; each match says its ``index``, ``local`` or ``shared``)."""
+    from localidx.cluster.read import shared_sources
     from localidx.registry import open_all
 
     opened, problems = open_all()
+    views, shared_problems = shared_sources(query, settings, [index for _name, index in opened], language=language,
+                                            path_glob=path_glob, kind=kind)
     try:
-        sources = [Source(name, index) for name, index in opened]
+        sources = [Source(name, index) for name, index in opened] + [Source(name, view) for name, view in views]
         response = build_context(sources, query, profile=profile, conversation_context=conversation_context,
                                  settings=settings, language=language, path_glob=path_glob, kind=kind,
                                  max_tokens=max_tokens, top_k=top_k, locale=locale, label_repos=True)
     finally:
-        for _name, index in opened:
+        for _name, index in opened + views:
             index.close()
-    response["warnings"][:0] = problems
+    shared_names = {name for name, _view in views}
+    for match in response["matches"]:
+        match["index"] = "shared" if match.get("repo") in shared_names else "local"
+    response["warnings"][:0] = problems + shared_problems
     return response

@@ -245,31 +245,40 @@ def search_response(index, query, **options) -> dict:
     return {"matches": [m.to_dict() for m in search(index, query, **options)], "warnings": warnings}
 
 
-def search_all_repos(query, **options) -> dict:
-    """``search_response`` over every repository in the per-user registry (``--all-repos``): each match labelled
-    with its ``repo``, scores comparable across them (``search_sources``); ``warnings`` also name the repositories
-    that could not be searched."""
+def search_all_repos(query, settings=None, **options) -> dict:
+    """``search_response`` over every repository in the per-user registry (``--all-repos``), and the organisation's
+    shared index when ``settings.shared_index`` names one (``localidx.cluster.read``): each match labelled with its
+    ``repo`` and the ``index`` it came from (``local`` or ``shared``), scores comparable across them all
+    (``search_sources``); ``warnings`` also name what could not be searched."""
+    from localidx.cluster.read import shared_sources
     from localidx.registry import open_all
 
     if not isinstance(query, str):
         raise UsageError("the query must be text")
     query, warnings = limit_query(query)
     opened, problems = open_all()
+    views: list = []
     try:
-        sources = []
-        for name, index in opened:
+        views, shared_problems = shared_sources(query, settings, [index for _n, index in opened],
+                                                **{k: options[k] for k in ("mode", "language", "path_glob", "kind")
+                                                   if k in options})
+        problems += shared_problems
+        if not opened and not views:
+            problems.append("no indexed repositories are registered: run `localidx index` in one")
+        sources, where = [], {}
+        for name, index in opened + views:
             table = index.store.snapshot()
             if table is None:
                 problems.append(f"{name}: not indexed yet")
-            else:
-                sources.append((name, index, table))
-        if not opened:
-            problems.append("no indexed repositories are registered: run `localidx index` in one")
+                continue
+            sources.append((name, index, table))
+            where[name] = "shared" if getattr(index, "has_work_tree", True) is False else "local"
         found = search_sources(sources, query, **options)
     finally:
-        for _name, index in opened:
+        for _name, index in opened + views:
             index.close()
-    return {"matches": [{"repo": name, **match.to_dict()} for name, match in found], "warnings": problems + warnings}
+    return {"matches": [{"repo": name, "index": where[name], **match.to_dict()} for name, match in found],
+            "warnings": problems + warnings}
 
 
 @dataclass(frozen=True)
@@ -466,6 +475,8 @@ class _Staleness:
     def __init__(self, index):
         self.root = Path(index.paths.root)
         self.catalog = index.catalog
+        # A view of a shared org index (localidx.cluster.read) has no work tree here: its rows are a commit's.
+        self.detached = not getattr(index, "has_work_tree", True)
         self._current: dict[str, str | None] = {}
 
     def current_hash(self, path: str) -> str | None:
@@ -490,6 +501,8 @@ class _Staleness:
             return None
 
     def is_stale(self, path: str, file_hash: str) -> bool:
+        if self.detached:
+            return False
         current = self.current_hash(path)
         return current is None or current != file_hash
 
