@@ -25,6 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -118,6 +119,13 @@ class _Tables:
     test_paths: re.Pattern
     test_symbols: re.Pattern
     test_calls: re.Pattern
+    # word -> (concept index, whether the word alone triggers it), for every word any concept names
+    concept_words: dict[str, tuple[tuple[int, bool], ...]]
+    concept_vocabulary: frozenset[str]  # the keys of concept_words
+    # Whether a pattern's absence from a file's text proves its absence from every run of whole lines of it
+    # (no anchors or lookbehinds, which read the edges of a text differently); see _FileFacts.
+    role_patterns_local: bool
+    async_pattern_local: bool
 
 
 @lru_cache(maxsize=1)
@@ -143,16 +151,42 @@ def _tables() -> _Tables:
         for row in data["concept"]
     )
     stop = data["stopwords"]
+    concept_words: dict[str, list[tuple[int, bool]]] = {}
+    for index, concept in enumerate(concepts):
+        for word in concept.words:
+            concept_words.setdefault(word, []).append((index, True))
+        for word in concept.weak - concept.words:
+            concept_words.setdefault(word, []).append((index, False))
+    role_patterns = [p for row in data["role"] for p in row.get("patterns", [])]
     return _Tables(
         stopwords=frozenset(stop["english"]) | frozenset(stop["keywords"]),
         roles=tuple(roles),
         concepts=concepts,
-        role_patterns=_any_of([p for row in data["role"] for p in row.get("patterns", [])]),
+        role_patterns=_any_of(role_patterns),
         async_pattern=_any_of(data["async"]["patterns"]),
         test_paths=_any_of(data["test"]["paths"]),
         test_symbols=re.compile(data["test"]["symbols"]),
         test_calls=re.compile(data["test"]["call_symbols"]),
+        concept_words={word: tuple(hits) for word, hits in concept_words.items()},
+        concept_vocabulary=frozenset(concept_words),
+        role_patterns_local=all(map(_local, role_patterns)),
+        async_pattern_local=all(map(_local, data["async"]["patterns"])),
     )
+
+
+_ESCAPE = re.compile(r"\\.")
+_CHAR_CLASS = re.compile(r"\[\^?\]?[^\]]*\]")
+
+
+def _local(pattern: str) -> bool:
+    """Whether ``pattern`` matches in a run of whole lines of a text exactly where it matches in the text.
+
+    True without anchors (``^ $ \\A \\Z``), lookbehinds and inline flags: then only ``\\b`` and lookaheads read
+    past a match, and they read a line break and a text's edge alike."""
+    if re.search(r"\\[AZz]", pattern):
+        return False
+    bare = _CHAR_CLASS.sub("x", _ESCAPE.sub("x", pattern))
+    return not any(mark in bare for mark in ("^", "$", "(?<", "(?m", "(?i", "(?x", "(?a", "(?L", "(?u"))
 
 
 def _any_of(patterns: list[str]) -> re.Pattern:
@@ -226,24 +260,44 @@ def roles(path: str, imports: list[str], decorators: list[str], text: str) -> li
     return _roles(path, imports, decorators, text, endpoint=False)
 
 
-def _roles(path: str, imports: list[str], decorators: list[str], text: str, *, endpoint: bool) -> list[str]:
+def _roles(path: str, imports: list[str], decorators: list[str], text: str, *, endpoint: bool,
+           pattern_hit: bool | None = None) -> list[str]:
+    """``roles``; ``pattern_hit`` False says, when known, that no role pattern occurs in ``text``."""
+    return _roles_from(_file_roles(path, tuple(imports)), decorators, text, endpoint=endpoint,
+                       pattern_hit=pattern_hit)
+
+
+def _roles_from(given: frozenset[str], decorators: list[str], text: str, *, endpoint: bool,
+                pattern_hit: bool | None) -> list[str]:
+    """The roles in table order: ``given`` (from the path and imports), an endpoint, decorators, text patterns."""
     table = _tables()
-    path_words, extension = _path_facts(path)
-    from_imports = _import_roles(tuple(imports))
     names = [_normalize_decorator(d) for d in decorators]
-    any_pattern = table.role_patterns.search(text) is not None
+    if pattern_hit is None:
+        pattern_hit = table.role_patterns.search(text) is not None
+    if not (given or names or pattern_hit or endpoint):
+        return []
     out = []
     for role in table.roles:
         if (
-            (endpoint and role.name == "API")
-            or not path_words.isdisjoint(role.paths)
-            or extension in role.extensions
-            or role.name in from_imports
+            role.name in given
+            or (endpoint and role.name == "API")
             or any(_decorator_matches(name, role.decorators) for name in names)
-            or (any_pattern and role.pattern is not None and role.pattern.search(text) is not None)
+            or (pattern_hit and role.pattern is not None and role.pattern.search(text) is not None)
         ):
             out.append(role.name)
     return out
+
+
+@lru_cache(maxsize=256)
+def _file_roles(path: str, imports: tuple[str, ...]) -> frozenset[str]:
+    """The roles a file has by its path words, its extension and the modules it imports."""
+    path_words, extension = _path_facts(path)
+    from_imports = _import_roles(imports)
+    return frozenset(
+        role.name
+        for role in _tables().roles
+        if not path_words.isdisjoint(role.paths) or extension in role.extensions or role.name in from_imports
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -318,19 +372,132 @@ def contains(text: str, imports: list[str], symbol: str) -> list[str]:
     A concept is triggered by one of its words, or by two of its weak words, among the identifier words of the
     text, the symbol's name and the file's import statements.
     """
-    words = _word_set(text) | _word_set(symbol) | _import_words(tuple(imports))
-    out = []
-    for concept in _tables().concepts:
-        if not words.isdisjoint(concept.words) or len(words & concept.weak) >= 2:
-            out.append(concept.name)
-            if len(out) == _CONTAINS_MAX:
-                break
-    return out
+    return _concepts(_text_concept_words(text) | _text_concept_words(symbol) | _import_concept_words(tuple(imports)))
+
+
+def _concepts(words: set[str] | frozenset[str]) -> list[str]:
+    """The concepts ``words`` trigger, in table order, at most ``_CONTAINS_MAX``."""
+    if not words:
+        return []
+    table = _tables()
+    strong: set[int] = set()
+    weak: dict[int, int] = {}
+    for word in words:
+        for index, alone in table.concept_words[word]:
+            if alone:
+                strong.add(index)
+            else:
+                weak[index] = weak.get(index, 0) + 1
+    strong.update(index for index, n in weak.items() if n >= 2)
+    return [table.concepts[index].name for index in sorted(strong)[:_CONTAINS_MAX]]
+
+
+class _ConceptWords(dict):
+    """identifier -> the words of it (and their singulars) that some concept names; filled as identifiers come."""
+
+    def __missing__(self, ident: str) -> frozenset[str]:
+        words = _with_singulars(set(_split(ident))) & _tables().concept_vocabulary
+        found = frozenset(words) if words else _NO_WORDS
+        if len(self) >= 65536:
+            self.clear()
+        self[ident] = found
+        return found
+
+
+_NO_WORDS: frozenset[str] = frozenset()
+_IDENT_CONCEPT_WORDS = _ConceptWords()
+
+
+def _text_concept_words(text: str) -> set[str]:
+    """``_word_set(text)`` restricted to words a concept names: all ``contains`` needs of a text."""
+    return set().union(*map(_IDENT_CONCEPT_WORDS.__getitem__, set(_IDENTIFIER.findall(text))))
 
 
 @lru_cache(maxsize=1024)
 def _import_words(imports: tuple[str, ...]) -> frozenset[str]:
     return frozenset(_word_set("\n".join(imports)))
+
+
+@lru_cache(maxsize=256)
+def _import_concept_words(imports: tuple[str, ...]) -> frozenset[str]:
+    return _import_words(imports) & _tables().concept_vocabulary
+
+
+# -- per-file facts ---------------------------------------------------------------------------------------------
+
+
+class _FileFacts:
+    """What every chunk of a file shares, found once: its roles by path and imports, its import words, whether it is
+    a test file, and where the role and async patterns match in its text.
+
+    For a chunk whose text is a run of whole lines of the file's text (``region``), a pattern that ``_local``
+    accepts matches in the chunk exactly when the file holds a match inside that run: a match found inside it
+    says yes; none touching it says no (the scan tried every position of the run); only a match across its edge
+    leaves the chunk to be searched itself, as is any other chunk."""
+
+    __slots__ = ("path", "roles", "import_words", "test_path", "text", "line_starts", "_spans")
+
+    def __init__(self, path: str, imports: list[str], text: str = "", line_starts: list[int] | None = None):
+        imports_key = tuple(imports)
+        self.path = path
+        self.roles = _file_roles(path, imports_key)
+        self.import_words = _import_concept_words(imports_key)
+        self.test_path = _tables().test_paths.search(path) is not None
+        self.text = text
+        self.line_starts = line_starts or []
+        self._spans: dict[str, tuple[list[int], list[int]] | None] = {}
+
+    def region(self, chunk: Chunk) -> tuple[int, int] | None:
+        """Where the chunk's text is in the file's text, when it is exactly lines ``start_line``..``end_line``."""
+        starts = self.line_starts
+        if not (0 < chunk.start_line <= chunk.end_line <= len(starts)):
+            return None
+        begin = starts[chunk.start_line - 1]
+        end = starts[chunk.end_line] - 1 if chunk.end_line < len(starts) else len(self.text)
+        if end - begin == len(chunk.text) and self.text.startswith(chunk.text, begin):
+            return begin, end
+        return None
+
+    def matches(self, which: str, text: str, region: tuple[int, int] | None) -> bool:
+        """Whether the ``which`` pattern (``role`` or ``async``) matches in ``text``, the text of ``region``."""
+        table = _tables()
+        pattern = table.role_patterns if which == "role" else table.async_pattern
+        if region is None:
+            return pattern.search(text) is not None
+        spans = self._spans.get(which, False)
+        if spans is False:
+            spans = self._spans[which] = self._find(pattern, which)
+        if spans is None:
+            return pattern.search(text) is not None
+        starts, ends = spans
+        begin, end = region
+        i = bisect.bisect_right(ends, begin)  # the first match ending inside or after the run
+        if i == len(ends) or starts[i] >= end:
+            return False
+        if starts[i] >= begin and ends[i] <= end:
+            return True
+        return pattern.search(text) is not None
+
+    def _find(self, pattern: re.Pattern, which: str) -> tuple[list[int], list[int]] | None:
+        local = _tables().role_patterns_local if which == "role" else _tables().async_pattern_local
+        if not local:
+            return None
+        starts, ends = [], []
+        for m in pattern.finditer(self.text):
+            if m.start() == m.end():
+                return None  # an empty match sits between characters: leave every chunk to its own search
+            starts.append(m.start())
+            ends.append(m.end())
+        return starts, ends
+
+
+def _file_facts(chunk: Chunk, ctx: FileContext) -> _FileFacts:
+    if chunk.path != ctx.path:  # a caller's chunk from elsewhere: its own path decides, and nothing is shared
+        return _FileFacts(chunk.path, ctx.imports)
+    facts = ctx.memo.get("enrich")
+    if facts is None or facts.text is not ctx.text or facts.line_starts is not ctx.line_starts:
+        facts = ctx.memo["enrich"] = _FileFacts(ctx.path, ctx.imports, ctx.text, ctx.line_starts)
+    return facts
 
 
 # -- tags -------------------------------------------------------------------------------------------------------
@@ -346,15 +513,20 @@ def tags(chunk: Chunk, ctx: FileContext) -> dict:
     - ``priority``: 10 for endpoints and methods, 5 for classes, structs, interfaces, traits, impls, enums and
       groups of tiny symbols of different kinds, else 0.
     """
+    facts = _file_facts(chunk, ctx)
+    return _tags(chunk, facts, facts.region(chunk))
+
+
+def _tags(chunk: Chunk, facts: _FileFacts, region: tuple[int, int] | None) -> dict:
     table = _tables()
     out = dict(chunk.tags)
     endpoint = bool(out.get("http_path"))
     out["is_api_endpoint"] = endpoint
-    out["has_async"] = table.async_pattern.search(chunk.text) is not None
+    out["has_async"] = facts.matches("async", chunk.text, region)
     # A merged chunk has no one name: its members' names count (a group of tiny test functions is test code).
     names = [chunk.name, *(_QUALIFIER.split(s)[-1] for s in chunk.symbols)] if chunk.symbols else [chunk.name]
     out["is_test"] = bool(
-        table.test_paths.search(chunk.path)
+        facts.test_path
         or any(table.test_symbols.match(name) for name in names)
         or (chunk.kind == "function" and any(table.test_calls.match(name) for name in names))
     )
@@ -376,12 +548,43 @@ def header(chunk: Chunk, ctx: FileContext, text_tokens: int) -> str:
     Floor: that one line is always kept, even when it alone is over 20% (a tiny chunk, a long path). The header is
     counted line by line with memoized counts (``_fits``).
     """
+    facts = _file_facts(chunk, ctx)
+    return _header(chunk, ctx, text_tokens, facts, facts.region(chunk))
+
+
+def _header(chunk: Chunk, ctx: FileContext, text_tokens: int, facts: _FileFacts,
+            region: tuple[int, int] | None) -> str:
+    """``header``, computing Role and Contains only when some form of the header that holds them can fit.
+
+    Every form before the last trim holds the File, Endpoint and symbol lines; every form that holds a Role line
+    also holds those, and every form that holds a Contains line also holds the form reached once Doc and Contains
+    are dropped. A header's count is the sum of its lines' (``_fits``), so when the smaller form is over the budget,
+    so is each larger one, and the fact they would add cannot change the result."""
     budget = (text_tokens - 1) // 4  # the most header tokens with 4 * header < text
     fields = {"File": chunk.path, "Endpoint": _endpoint(chunk), **_label(chunk)}
     floor = "[META] " + " | ".join(f"{key}: {value}" for key, value in fields.items() if value)
     if not _fits(floor, budget):
         return floor  # every longer form holds the floor's words too: none can fit, so skip building them
-    fields.update(_facts(chunk, ctx, endpoint=bool(fields["Endpoint"])))
+    if not _fits(_render(fields), budget):
+        return _first_fitting(fields, budget, floor)
+    endpoint = bool(fields["Endpoint"])
+    endpoints = ctx.endpoints[:_ENDPOINTS_MAX] if chunk.kind == "summary" else []
+    pattern_hit = facts.matches("role", chunk.text, region)
+    fields["Language"] = chunk.language
+    fields["Role"] = ", ".join(_roles_from(facts.roles, chunk.decorators, chunk.text, endpoint=endpoint,
+                                           pattern_hit=pattern_hit))
+    fields["Endpoints"] = ", ".join(f"{e.method} {e.path}" for e in endpoints)
+    fields["Signature"] = _clip(" ".join(chunk.signature.split()), _SIGNATURE_CHARS)
+    with_contains = _fits(_render(fields), budget)
+    fields["Doc"] = _first_sentence(chunk.doc)
+    fields["Contains"] = ", ".join(_concepts(
+        _text_concept_words(chunk.text) | _text_concept_words(chunk.name or chunk.symbol) | facts.import_words
+    )) if with_contains else ""
+    return _first_fitting(fields, budget, floor)
+
+
+def _first_fitting(fields: dict[str, str], budget: int, floor: str) -> str:
+    """The full header, else the first trimmed form (``_TRIM_STEPS``) that fits ``budget``, else ``floor``."""
     text = _render(fields)
     if _fits(text, budget):
         return text
@@ -396,6 +599,14 @@ def header(chunk: Chunk, ctx: FileContext, text_tokens: int) -> str:
         if _fits(text, budget):
             return text
     return floor
+
+
+def tags_and_header(chunk: Chunk, ctx: FileContext, text_tokens: int) -> tuple[dict, str]:
+    """``tags(chunk, ctx)`` and then ``header`` of the chunk with those tags, sharing the work they have in common."""
+    facts = _file_facts(chunk, ctx)
+    region = facts.region(chunk)
+    chunk.tags = _tags(chunk, facts, region)
+    return chunk.tags, _header(chunk, ctx, text_tokens, facts, region)
 
 
 def _fits(header_text: str, budget: int) -> bool:
@@ -417,19 +628,6 @@ def search_text(chunk: Chunk, ctx: FileContext, text_tokens: int) -> str:
 def _endpoint(chunk: Chunk) -> str:
     http_path = chunk.tags.get("http_path", "")
     return f"{chunk.tags.get('http_method') or 'ANY'} {http_path}" if http_path else ""
-
-
-def _facts(chunk: Chunk, ctx: FileContext, *, endpoint: bool) -> dict[str, str]:
-    """The header's fields beyond File, Endpoint and the symbol label."""
-    endpoints = ctx.endpoints[:_ENDPOINTS_MAX] if chunk.kind == "summary" else []
-    return {
-        "Language": chunk.language,
-        "Role": ", ".join(_roles(chunk.path, ctx.imports, chunk.decorators, chunk.text, endpoint=endpoint)),
-        "Endpoints": ", ".join(f"{e.method} {e.path}" for e in endpoints),
-        "Signature": _clip(" ".join(chunk.signature.split()), _SIGNATURE_CHARS),
-        "Doc": _first_sentence(chunk.doc),
-        "Contains": ", ".join(contains(chunk.text, ctx.imports, chunk.name or chunk.symbol)),
-    }
 
 
 def _label(chunk: Chunk) -> dict[str, str]:

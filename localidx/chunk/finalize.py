@@ -38,8 +38,7 @@ def finalize(chunks: list[Chunk], ctx: FileContext) -> list[Chunk]:
     for chunk in chunks:
         if ctx.invalid_utf8:
             chunk.tags["invalid_utf8"] = True
-        chunk.tags = enrich.tags(chunk, ctx)
-        chunk.header = enrich.header(chunk, ctx, chunk.token_count)
+        chunk.tags, chunk.header = enrich.tags_and_header(chunk, ctx, chunk.token_count)
     return chunks
 
 

@@ -93,3 +93,8 @@ class FileContext:
     module_doc: str = ""
     endpoints: list[Endpoint] = field(default_factory=list)
     invalid_utf8: bool = False
+    # The file's redacted lines joined by "\n", and where each line starts in it: a chunk whose text is a run of
+    # whole lines of this text can be answered from facts found once per file (``localidx.enrich``).
+    text: str = ""
+    line_starts: list[int] = field(default_factory=list)
+    memo: dict = field(default_factory=dict, repr=False, compare=False)  # per-file facts, filled by enrich
