@@ -40,7 +40,10 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-META_VERSION = 1
+# Part of the table's name: raised whenever the chunks an index holds would differ for the same files (the [META]
+# text, or where chunks are cut: 2 = merged groups name their members, over-budget lines cut by characters), so an
+# index built by an older version is rebuilt beside itself on the next run; unchanged texts keep their vectors.
+META_VERSION = 2
 
 _CONTAINS_MAX = 8
 _DOC_CHARS = 120
