@@ -76,6 +76,8 @@ ORT_GRID = [  # (label, TransformerEmbedder keyword arguments, or "fastembed")
     ("raw ORT: default threads, batch 16, graph all, arena on", {}),
     ("threads 1", {"threads": 1}),
     ("threads 2", {"threads": 2}),
+    ("threads 2, no spinning", {"threads": 2, "spinning": False}),
+    ("threads 1, batch 8", {"threads": 1, "batch": 8}),
     ("graph basic", {"graph_level": "basic"}),
     ("graph extended", {"graph_level": "extended"}),
     ("arena off", {"arena": False}),
@@ -185,9 +187,11 @@ def section_speed(texts: list[str], report: dict, options) -> None:
         print(_speed_line(label, r), flush=True)
 
 
-def section_ort(texts: list[str], report: dict) -> None:
+def section_ort(texts: list[str], report: dict, only: str = "") -> None:
     print(f"\n## ONNX Runtime settings: transformer cap 256, {len(texts)} chunks (load avg {loadavg()})")
     for label, kwargs in ORT_GRID:
+        if only and not any(w.strip() and w.strip() in label for w in only.split(",")):
+            continue
         r = _in_child(_speed_child, TRANSFORMER, {"ort": kwargs}, texts)
         report["ort"][label] = r
         print(_speed_line(label, r), flush=True)
@@ -308,6 +312,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=3000, help="chunks embedded per static option")
     parser.add_argument("--transformer-chunks", type=int, default=400, help="chunks per transformer option")
     parser.add_argument("--ort-chunks", type=int, default=300)
+    parser.add_argument("--ort-only", default="", help="comma-separated substrings of ORT setting labels to run")
     parser.add_argument("--options", default="", help="comma-separated substrings of option labels to run")
     parser.add_argument("--packages", nargs="*", default=[], help="run_eval's package sets (default: all)")
     parser.add_argument("--set", action="append", default=[], metavar="JSONL=REPO", help="an extra eval set")
@@ -351,7 +356,7 @@ def main() -> None:
             section_speed(texts, report, options + [o for o in SPEED_ONLY if not wanted or any(
                 w in o[0] for w in wanted)])
         if "ort" in sections:
-            section_ort(texts[: args.ort_chunks], report)
+            section_ort(texts[: args.ort_chunks], report, args.ort_only)
     if "quality" in sections:
         section_quality(report, args, options)
     if "kinds" in sections:
