@@ -177,11 +177,11 @@ def test_static_vectors_are_unit_rows_and_similar_code_is_closer(small_static):
 
 def test_static_names_and_model_ids(monkeypatch, tmp_path):
     monkeypatch.setenv("LOCALIDX_CACHE_DIR", str(tmp_path / "cache"))
-    spec = StaticSpec.parse("static-minilm[dim=128,weight=zipf,split=0]")
-    assert (spec.dim, spec.weight, spec.split) == (128, "zipf", False)
+    spec = StaticSpec.parse("static-minilm[dim=128,weight=sif,split=0]")
+    assert (spec.dim, spec.weight, spec.split) == (128, "sif", False)
     assert StaticSpec.parse(spec.name) == spec and StaticSpec.parse("static-minilm") == StaticSpec()
     ids = {model_id(StaticSpec.parse(n)) for n in ("static-minilm", "static-minilm[dim=128]",
-                                                   "static-minilm[weight=zipf]", "static-minilm[max=256]")}
+                                                   "static-minilm[weight=sif]", "static-minilm[max=256]")}
     assert len(ids) == 4 and all(i.startswith("static-minilm-") for i in ids)
     embedder = get_embedder("static-minilm[dim=128]")
     assert isinstance(embedder, StaticEmbedder) and embedder.dim == 128

@@ -52,9 +52,10 @@ def choose_providers(available: Sequence[str], device: str = "auto") -> list[str
 
 
 def session_options(threads: int | None = None, graph_level: str = "all", arena: bool = True,
-                    sequential: bool = True):
+                    sequential: bool = True, spinning: bool = True):
     """SessionOptions for the CPU settings that matter: intra-op threads (None: onnxruntime's default, every core),
-    graph optimisation level (``disable``, ``basic``, ``extended``, ``all``), CPU memory arena, execution mode."""
+    graph optimisation level (``disable``, ``basic``, ``extended``, ``all``), CPU memory arena, execution mode, and
+    whether idle pool threads spin (fast hand-offs on an idle machine, burnt CPU on a busy one)."""
     import onnxruntime as ort
 
     levels = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -68,6 +69,8 @@ def session_options(threads: int | None = None, graph_level: str = "all", arena:
         so.inter_op_num_threads = 1
     so.enable_cpu_mem_arena = bool(arena)
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL if sequential else ort.ExecutionMode.ORT_PARALLEL
+    if not spinning:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.log_severity_level = 3  # errors only: a CUDA fallback is reported by our own warning
     return so
 

