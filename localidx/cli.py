@@ -323,10 +323,13 @@ def _open_for_reading(root: Path, in_git: bool, settings):
 @click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style).")
 @click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...).")
 @click.option("--all-repos", is_flag=True, help="Search every repository in the per-user registry (`localidx repos`).")
+@click.option("--files", "files", is_flag=True, help="Rank files instead: the k best files, from the best 100 "
+              "matches (\"which file do I open\").")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"matches\": [...]} as JSON.")
 def search(query: str, k: int, mode: str, language: str | None, path_glob: str | None, kind: str | None,
-           all_repos: bool, as_json: bool) -> None:
-    """Search the index: BM25 and vectors fused; prints path:start-end, symbol, score and a snippet."""
+           all_repos: bool, files: bool, as_json: bool) -> None:
+    """Search the index: BM25 and vectors fused; prints path:start-end, symbol, score and a snippet (with --files:
+    one line per file, its best match and how many matches it holds)."""
     from localidx.discover import find_root
 
     query, language, path_glob, kind = _text_args(query, language, path_glob, kind)
@@ -336,14 +339,15 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
         from localidx.retrieve.search import search_all_repos
 
         _print_matches(search_all_repos(query, _settings(_root_or_none()), k=k, mode=mode, language=language,
-                                        path_glob=path_glob, kind=kind), as_json)
+                                        path_glob=path_glob, kind=kind, files=files), as_json, files)
         return
     root, in_git = find_root(Path.cwd())
     settings = _settings(root)
     client = _running_daemon(root, in_git, settings)
     if client is not None:
         params = {"query": query, "k": k, "mode": mode,
-                  **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind)) if value}}
+                  **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind),
+                                                     ("files", files)) if value}}
         with client:
             response = client.request("search/query", params, timeout=REQUEST_TIMEOUT_S)
     else:
@@ -352,13 +356,13 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
         index = _open_for_reading(root, in_git, settings)
         try:
             response = search_response(index, query, k=k, mode=mode, language=language, path_glob=path_glob,
-                                       kind=kind)
+                                       kind=kind, files=files)
         finally:
             index.close()
-    _print_matches(response, as_json)
+    _print_matches(response, as_json, files)
 
 
-def _print_matches(response: dict, as_json: bool) -> None:
+def _print_matches(response: dict, as_json: bool, files: bool = False) -> None:
     if as_json:
         _echo_json(response)
         return
@@ -366,6 +370,13 @@ def _print_matches(response: dict, as_json: bool) -> None:
     matches = response["matches"]
     if not matches:
         click.echo("no matches", err=True)
+        return
+    if files:
+        for f in response["files"]:
+            repo = f"{_p(f['repo'])}: " if f.get("repo") else ""
+            count = f"{f['matches']} match{'es' if f['matches'] != 1 else ''}"
+            click.echo(f"{repo}{_p(f['path'])}  {f['score']:.3f}  ({count}; best {f['start_line']}-{f['end_line']}"
+                       f"{'  ' + _p(f['symbol']) if f['symbol'] else ''})")
         return
     for m in matches:
         label = m["symbol"] or m["title"]

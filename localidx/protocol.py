@@ -126,13 +126,15 @@ METHODS: dict[str, dict[str, Any]] = {
                 "query": {"type": "string", "minLength": 1},  # over MAX_QUERY_CHARS: cut, with a warning
                 "k": {"type": "integer", "minimum": 1, "maximum": 100},
                 "mode": {"type": "string", "enum": ["hybrid", "vector", "bm25"]},
+                "files": {"type": "boolean"},  # also rank the k best files (`localidx search --files`)
                 **_FILTERS,
             },
             "required": ["query"],
             "additionalProperties": False,
         },
         "result": "{matches: [{path, start_line, end_line, symbol, kind, language, score, vector_score, bm25_score, "
-                  "stale, text, ...}], warnings: [text]}",
+                  "stale, text, ...}], warnings: [text], files (when asked): [{path, score, matches, start_line, "
+                  "end_line, symbol}]}",
     },
     "context/build": {
         "summary": "The retrieval pipeline's context pack, as `localidx context --json` (docs/protocol.md lists the "

@@ -221,3 +221,31 @@ def test_worker_processes_do_not_import_the_repository_either(make_repo, tmp_pat
     proc = run_env(root, {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}, "index", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["files_processed"] == 13
+
+
+def test_search_files_ranks_each_file_once_by_its_best_match_in_process_and_through_the_daemon(make_repo, tmp_path):
+    """`search --files` answers "which file do I open": one line per file, the file with several matching chunks
+    ranked by its best one; the daemon gives the same files as the in-process search."""
+    repo = make_repo({
+        "billing/invoice.py": "".join(f"def invoice_step_{i}(invoice):\n    \"\"\"Invoice total step {i}.\"\"\"\n"
+                                      f"    return invoice.total + {i}\n\n\n" for i in range(6)),
+        "billing/tax.py": "def tax_rate(region):\n    \"\"\"The tax rate of a region, for the invoice total.\"\"\"\n"
+                          "    return 0.2\n",
+        "shipping/label.py": "def print_label(parcel):\n    return parcel.address\n",
+    })
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
+    assert run_env(repo, env, "index", "-q").returncode == 0
+    proc = run_env(repo, env, "search", "invoice total", "--files", "--json", "-k", "2")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [f["path"] for f in data["files"]] == ["billing/invoice.py", "billing/tax.py"]
+    assert data["files"][0]["matches"] > 1 and len(data["matches"]) == 2
+    human = run_env(repo, env, "search", "invoice total", "--files", "-k", "2")
+    assert human.returncode == 0 and [line.split()[0] for line in human.stdout.splitlines()] == \
+        ["billing/invoice.py", "billing/tax.py"]
+    assert run_env(repo, env, "daemon", "start").returncode == 0
+    try:
+        through = json.loads(run_env(repo, env, "search", "invoice total", "--files", "--json", "-k", "2").stdout)
+        assert through["files"] == data["files"]
+    finally:
+        run_env(repo, env, "daemon", "stop")

@@ -235,21 +235,27 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
             for key in best]
 
 
-def search_response(index, query, **options) -> dict:
+def search_response(index, query, files: bool = False, **options) -> dict:
     """What ``search/query`` answers and ``localidx search --json`` prints, in-process or through the daemon alike:
     ``{"matches": [Match.to_dict(), ...], "warnings": [...]}``; a query over ``MAX_QUERY_CHARS`` is cut, and said so
-    in ``warnings``. ``options`` are ``search``'s."""
+    in ``warnings``. ``options`` are ``search``'s. ``files``: also ``"files"``, the ``k`` best files ranked from the
+    best ``FILES_FROM`` matches (``rank_files``), for "which file do I open"."""
     if not isinstance(query, str):
         raise UsageError("the query must be text")
     query, warnings = limit_query(query)
-    return {"matches": [m.to_dict() for m in search(index, query, **options)], "warnings": warnings}
+    k = max(1, min(MAX_K, int(options.pop("k", 10))))
+    found = [m.to_dict() for m in search(index, query, k=max(k, FILES_FROM) if files else k, **options)]
+    response = {"matches": found[:k], "warnings": warnings}
+    if files:
+        response["files"] = rank_files(found, k)
+    return response
 
 
-def search_all_repos(query, settings=None, **options) -> dict:
+def search_all_repos(query, settings=None, files: bool = False, **options) -> dict:
     """``search_response`` over every repository in the per-user registry (``--all-repos``), and the organisation's
     shared index when ``settings.shared_index`` names one (``localidx.cluster.read``): each match labelled with its
     ``repo`` and the ``index`` it came from (``local`` or ``shared``), scores comparable across them all
-    (``search_sources``); ``warnings`` also name what could not be searched."""
+    (``search_sources``); ``warnings`` also name what could not be searched; ``files`` as in ``search_response``."""
     from localidx.cluster.read import shared_sources
     from localidx.registry import open_all
 
@@ -273,12 +279,16 @@ def search_all_repos(query, settings=None, **options) -> dict:
                 continue
             sources.append((name, index, table))
             where[name] = "shared" if getattr(index, "has_work_tree", True) is False else "local"
-        found = search_sources(sources, query, **options)
+        k = max(1, min(MAX_K, int(options.pop("k", 10))))
+        found = search_sources(sources, query, k=max(k, FILES_FROM) if files else k, **options)
     finally:
         for _name, index in opened + views:
             index.close()
-    return {"matches": [{"repo": name, "index": where[name], **match.to_dict()} for name, match in found],
-            "warnings": problems + warnings}
+    matches = [{"repo": name, "index": where[name], **match.to_dict()} for name, match in found]
+    response = {"matches": matches[:k], "warnings": problems + warnings}
+    if files:
+        response["files"] = rank_files(matches, k)
+    return response
 
 
 @dataclass(frozen=True)

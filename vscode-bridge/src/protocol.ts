@@ -55,7 +55,7 @@ export const METHODS = {
   "daemon/subscribe": { params: ["interval_ms"], required: [] },
   "index/status": { params: ["check_work_tree"], required: [] },
   "index/reindex": { params: ["paths", "reason", "wait"], required: [] },
-  "search/query": { params: ["query", "k", "mode", "lang", "path", "kind"], required: ["query"] },
+  "search/query": { params: ["query", "k", "mode", "files", "lang", "path", "kind"], required: ["query"] },
   "context/build": {
     params: ["query", "profile", "max_tokens", "top_k", "conversation_context", "locale", "lang", "path", "kind"],
     required: ["query"],
@@ -101,6 +101,8 @@ export interface SearchParams extends Filters {
   query: string;
   k?: number;
   mode?: SearchMode;
+  /** Also rank the k best files (from the best 100 matches). */
+  files?: boolean;
 }
 
 export interface ContextBuildParams extends Filters {

@@ -25,7 +25,8 @@ def handle(daemon, params: dict) -> dict:
     ahead = vector_text(params["query"]) if mode == "hybrid" and isinstance(params["query"], str) else None
     with daemon.reader(query=ahead) as index:
         return search_response(index, params["query"], k=params.get("k", 10), mode=mode,
-                               language=params.get("lang"), path_glob=params.get("path"), kind=kind)
+                               language=params.get("lang"), path_glob=params.get("path"), kind=kind,
+                               files=bool(params.get("files", False)))
 
 
 def vector_text(query: str) -> str | None:
