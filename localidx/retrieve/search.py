@@ -73,6 +73,10 @@ FILE_SUPPORT = 1.0  # weight of the two best other chunks of a chunk's file (eac
 COLUMNS = ["id", "path", "start_line", "end_line", "symbol", "kind", "language", "title", "text", "signature",
            "parent", "tags", "file_hash", "span_hash", "content_hash", "parent_id", "chunk_index", "token_count",
            "symbols"]
+# What the arms read of each candidate: enough to fuse, weigh roles, support files and order ties. The full rows of
+# the k that win are taken by row id afterwards (``_materialise``): reading every column of 200 candidates per arm
+# cost more than the searches themselves.
+CANDIDATE_COLUMNS = ["id", "path", "language", "start_line", "end_line"]
 _QUERY_WORD = re.compile(r"\w+")
 
 
@@ -230,6 +234,11 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
         scores = {key: value / top for key, value in scores.items()}
 
     best = sorted(scores, key=lambda key: (-scores[key], key[0], rows[key]["path"], rows[key]["start_line"], key))[:k]
+    tables = {label: (index, table) for label, index, table in sources}
+    for label in dict.fromkeys(key[0] for key in best):
+        index, table = tables[label]
+        reading(index.paths, lambda: _materialise(table, [rows[key] for key in best if key[0] == label], rows, label))
+    best = [key for key in best if "text" in rows[key]]  # a row gone from the pinned version cannot be: kept safe
     staleness = {label: _Staleness(index) for label, index in indexes.items()}
     return [(key[0], _match(rows[key], scores[key], vector.get(key), bm25.get(key), staleness[key[0]]))
             for key in best]
@@ -387,7 +396,7 @@ def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool) 
         builder = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
         if where:
             builder = builder.where(where, prefilter=True)
-        return builder.select([*COLUMNS, "_score"]).limit(fetch).to_list()
+        return builder.select([*CANDIDATE_COLUMNS, "_score"]).with_row_id(True).limit(fetch).to_list()
     except Exception as exc:  # noqa: BLE001 - any FTS failure is reported in one line or answered by the other arm
         from localidx.store.index import storage_error
 
@@ -398,6 +407,15 @@ def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool) 
             raise UsageError(f"full-text search failed ({reason}); run `localidx index` to rebuild it") from None
         log.warning("full-text search failed, answering from vectors only: %s", reason)
         return []
+
+
+def _materialise(table, candidates: list[dict], rows: dict, label) -> None:
+    """Replace the candidate rows (``CANDIDATE_COLUMNS`` and ``_rowid``) by full rows (``COLUMNS``) of the same pinned
+    table version, taken by row id."""
+    wanted = [row["_rowid"] for row in candidates if "text" not in row]
+    if wanted:
+        for row in table.take_row_ids(wanted).select(COLUMNS).to_list():
+            rows[(label, row["id"])] = row
 
 
 def _frame_arm(index, table, frames, where: str | None) -> dict[str, tuple[float, dict]]:
@@ -435,7 +453,7 @@ def _vector_arm(table, vector, where: str | None, fetch: int) -> list[dict]:
     query = table.search(vector, vector_column_name="vector").distance_type("cosine")
     if where:
         query = query.where(where, prefilter=True)
-    return query.select([*COLUMNS, "_distance"]).limit(fetch).to_list()
+    return query.select([*CANDIDATE_COLUMNS, "_distance"]).with_row_id(True).limit(fetch).to_list()
 
 
 # -- filters --------------------------------------------------------------------------------------------------
