@@ -240,15 +240,17 @@ class Client:
         self.close()
 
 
-def _handshake(paths: lifecycle.DaemonPaths, timeout: float | None, package: bool = True) -> Client:
-    """Connect and say hello; ``package`` asks for this package's version too (else the protocol's only). A daemon
-    that answers OVERLOADED is asked again until ``timeout``."""
+def _handshake(paths: lifecycle.DaemonPaths, timeout: float | None, package: bool = True,
+               settings: Settings | None = None) -> Client:
+    """Connect and say hello; ``package`` asks for this package's version too (else the protocol's only), and
+    ``settings`` for a daemon running with these settings (``config.fingerprint``). A daemon that answers
+    OVERLOADED is asked again until ``timeout``."""
     lifecycle.check_socket_dir(paths.socket, create=False)
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = 0.01
     while True:
         try:
-            return _hello(paths, timeout, package)
+            return _hello(paths, timeout, package, settings)
         except DaemonBusy:
             if deadline is not None and time.monotonic() + delay > deadline:
                 raise
@@ -256,13 +258,18 @@ def _handshake(paths: lifecycle.DaemonPaths, timeout: float | None, package: boo
             delay = min(delay * 2, 0.25)
 
 
-def _hello(paths: lifecycle.DaemonPaths, timeout: float | None, package: bool) -> Client:
+def _hello(paths: lifecycle.DaemonPaths, timeout: float | None, package: bool,
+           settings: Settings | None = None) -> Client:
     client = Client.open(paths.socket, timeout)
     params = {"protocol_version": protocol.PROTOCOL_VERSION, "client": "localidx",
               "max_frame_bytes": protocol.MAX_NEGOTIATED_FRAME_BYTES}
     version = lifecycle.package_version()
     if package:
         params["package_version"] = version
+    if settings is not None:
+        from localidx.config import fingerprint
+
+        params["settings_fingerprint"] = fingerprint(settings)
     try:
         try:
             hello = client.request("daemon/hello", params)
@@ -287,13 +294,14 @@ def _hello(paths: lifecycle.DaemonPaths, timeout: float | None, package: bool) -
 def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, timeout: float = 5.0) -> Client:
     """A connection to the daemon of the work tree at ``root``, after the hello handshake.
 
-    A daemon of another version is restarted once. With ``start``, a missing daemon is started (and waited for).
+    A daemon of another version, or one started with other settings (an edited ``.localidx.toml``, another
+    ``LOCALIDX_*`` variable), is restarted once. With ``start``, a missing daemon is started (and waited for).
     Raises DaemonUnavailable when none runs and ``start`` is False, or when starting fails."""
     paths = lifecycle.daemon_paths(root, in_git, settings)
     restarted = started = False
     while True:
         try:
-            return _handshake(paths, timeout)
+            return _handshake(paths, timeout, settings=settings)
         except VersionMismatch as exc:
             if restarted:
                 raise

@@ -94,6 +94,17 @@ _TIB = 1 << 40
 
 # Every setting's limits. Numbers outside them, and values of another type, are refused with one line naming the
 # setting, where it came from and what it may be: a value localidx would only misread is never taken silently.
+def fingerprint(settings: "Settings") -> str:
+    """A digest of every setting's value: the daemon's hello compares it with its client's, so a daemon started before
+    ``.localidx.toml`` (or a ``LOCALIDX_*`` variable) changed is restarted once, as for another version."""
+    import dataclasses
+    import hashlib
+    import json
+
+    values = json.dumps(dataclasses.asdict(settings), sort_keys=True, default=str)
+    return hashlib.sha256(values.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 RULES: dict[str, _Rule] = {
     "max_tokens": _Rule(32, 16384),
     "overlap_lines": _Rule(0, 49),

@@ -76,7 +76,8 @@ class Repository:
         from localidx.config import load_settings
 
         try:
-            settings = load_settings(self.root)  # per call: an edited .localidx.toml applies without a restart
+            # Per call: after an edit of .localidx.toml, connect restarts a daemon that runs with the old settings.
+            settings = load_settings(self.root)
             with connect(self.root, self.in_git, settings, start=True) as client:
                 return client.request(method, params, timeout=REQUEST_TIMEOUT_S)
         except LocalidxError as exc:

@@ -79,6 +79,8 @@ METHODS: dict[str, dict[str, Any]] = {
                 "client": {"type": "string", "maxLength": 128},
                 # The largest frame the client reads: this connection's responses may be that large.
                 "max_frame_bytes": {"type": "integer", "minimum": 1024, "maximum": MAX_NEGOTIATED_FRAME_BYTES},
+                # The client's settings digest: a daemon started with other settings answers VERSION_MISMATCH.
+                "settings_fingerprint": {"type": "string", "maxLength": 64},
             },
             "required": ["protocol_version"],
             "additionalProperties": False,

@@ -45,10 +45,13 @@ class Daemons:
     def __init__(self, root: Path):
         self.root = root
         self.pids: set[int] = set()
+        # The environment the daemon was started with: later commands run with it too, as a user's shell would, so
+        # their settings match the daemon's (a client with other settings restarts it: config.fingerprint).
+        self.env: dict = {}
 
     def cli(self, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
         proc = subprocess.run([sys.executable, "-m", "localidx", *args], cwd=self.root, capture_output=True,
-                              text=True, timeout=timeout, env={**os.environ, **(env or {})})
+                              text=True, timeout=timeout, env={**os.environ, **self.env, **(env or {})})
         self.remember()
         return proc
 
@@ -62,7 +65,8 @@ class Daemons:
             self.pids.add(status["pid"])
 
     def start(self, env: dict | None = None) -> int:
-        proc = self.cli("daemon", "start", env=env)
+        self.env = dict(env or {})
+        proc = self.cli("daemon", "start")
         assert proc.returncode == 0, proc.stderr + proc.stdout
         pid = int(proc.stdout.split("pid ")[1].split(",")[0])
         self.pids.add(pid)
@@ -709,7 +713,7 @@ def test_past_the_connection_cap_a_client_is_told_so_and_the_client_waits_for_a_
     got: list = []
 
     def connect_when_free():
-        with connect(d.root, True, load_settings(d.root), timeout=30) as client:
+        with connect(d.root, True, load_settings(d.root, {"daemon_max_connections": 8}), timeout=30) as client:
             got.append(client.request("index/status", {"check_work_tree": False})["state"])
 
     waiting = threading.Thread(target=connect_when_free)
@@ -842,3 +846,24 @@ def test_a_hybrid_query_is_embedded_ahead_with_the_very_text_search_embeds(make_
                 assert calls == [vector_text(query)]  # embedded once, ahead: search found it ready
     finally:
         index.close()
+
+
+def test_an_edited_config_restarts_the_daemon_once_with_the_new_settings(daemons):
+    """A daemon keeps the settings it started with; the first client whose settings differ (here an edited
+    .localidx.toml) has it restarted, and the new daemon runs with the file as it is now."""
+    from localidx.client import connect
+
+    d = daemons
+    old_pid = d.start()
+    assert hello_daemon(d)["release_after_s"] == 300
+    (d.root / ".localidx.toml").write_text("daemon_release_s = 120\n")
+    with connect(d.root, True, load_settings(d.root)) as client:
+        d.pids.add(client.hello["pid"])
+        assert client.hello["pid"] != old_pid and client.hello["daemon"]["release_after_s"] == 120
+    assert not lifecycle.pid_alive(old_pid)
+    with connect(d.root, True, load_settings(d.root)) as client:  # the same settings: the same daemon
+        assert client.hello["pid"] == lifecycle.read_status(d.paths.status)["pid"]
+    with d.raw() as raw:
+        stale = raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION,
+                                         "settings_fingerprint": "0" * 16})
+        assert stale["error"]["code"] == protocol.VERSION_MISMATCH and "settings" in stale["error"]["message"]

@@ -132,6 +132,9 @@ class Daemon:
         self.root = root
         self.in_git = in_git
         self.settings = settings
+        from localidx.config import fingerprint
+
+        self.settings_fingerprint = fingerprint(settings)
         self.paths = paths
         self.index_paths = index_paths
         self.embedder = embedder

@@ -48,7 +48,7 @@ export type SearchMode = (typeof SEARCH_MODES)[number];
 /** Every method: its parameter names and which of them are required (as in the schema's `params`). */
 export const METHODS = {
   "daemon/hello": {
-    params: ["protocol_version", "package_version", "client", "max_frame_bytes"],
+    params: ["protocol_version", "package_version", "client", "max_frame_bytes", "settings_fingerprint"],
     required: ["protocol_version"],
   },
   "daemon/stop": { params: [], required: [] },
@@ -71,6 +71,8 @@ export interface HelloParams {
   client?: string;
   /** The largest frame this client reads: the connection's responses may be that large. */
   max_frame_bytes?: number;
+  /** localidx's own clients send a digest of their settings; a daemon started with others asks to be restarted. */
+  settings_fingerprint?: string;
 }
 
 export interface SubscribeParams {

@@ -4,6 +4,9 @@ A client names the protocol version it speaks and, optionally, the package versi
 hooks pass theirs, so a daemon left running across an upgrade is restarted by the first client of the new version
 (dmypy's rule). Clients that only speak the protocol (an editor extension) leave ``package_version`` out.
 
+``settings_fingerprint`` (``config.fingerprint``) is compared the same way: a daemon keeps the settings it started
+with, so a client whose settings differ has it restarted rather than be served under the old ones.
+
 ``max_frame_bytes`` sets this connection's response limit: a client that reads large frames asks for up to
 ``MAX_NEGOTIATED_FRAME_BYTES`` and then gets any response up to that size; the limit never goes below
 ``MAX_FRAME_BYTES``, and the result says what applies.
@@ -27,6 +30,10 @@ def handle(daemon, params: dict) -> dict:
     if wanted is not None and wanted != daemon.version:
         raise ProtocolError(VERSION_MISMATCH, f"the daemon runs localidx {daemon.version}, the client {wanted}: "
                                               f"restart the daemon", versions)
+    wanted = params.get("settings_fingerprint")
+    if wanted is not None and wanted != daemon.settings_fingerprint:
+        raise ProtocolError(VERSION_MISMATCH, "the daemon runs with other settings than the client's (an edited "
+                                              ".localidx.toml or LOCALIDX_* variable): restart the daemon", versions)
     limit = protocol.MAX_FRAME_BYTES
     session = daemon.session()
     if session is not None:
