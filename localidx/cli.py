@@ -279,7 +279,7 @@ def _print_dry_run(report) -> None:
     for language, count in report.chunks_by_language.items():
         click.echo(f"    {language:<16} {count}")
     if report.errors:
-        click.echo(f"  sentinel errors  {len(report.errors)}")
+        click.echo(f"  error chunks     {len(report.errors)}")
         for err in report.errors[:20]:
             click.echo(f"    {_p(err['path'])}: {_p(err['reason'])}")
     if report.invalid_utf8_files:
@@ -447,7 +447,7 @@ def _report_pack(pack: dict) -> None:
 
     warnings = pack.get("warnings", [])
     if pack.get("noResultsReason") == "INDEX_NOT_READY":
-        from localidx.retrieve import IndexNotReady
+        from localidx.errors import IndexNotReady
 
         # The advice is the error line; it is said once, not also as a warning.
         _echo_warnings([w for w in warnings if w not in NOT_READY_WARNINGS])

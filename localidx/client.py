@@ -75,7 +75,7 @@ def _error_from_response(error: dict) -> LocalidxError:
     message = str(error.get("message", "error"))
     data = error.get("data")
     if code == protocol.INDEX_NOT_READY:
-        from localidx.retrieve import IndexNotReady
+        from localidx.errors import IndexNotReady
 
         exc: LocalidxError = IndexNotReady(message)
     elif code in (protocol.USAGE_ERROR, protocol.INVALID_PARAMS):

@@ -33,4 +33,10 @@ class IndexDamaged(LocalidxError):
     exit_code = 1
 
 
+class IndexNotReady(LocalidxError):
+    """The work tree has no index yet (or none for the configured model)."""
+
+    exit_code = 1
+
+
 INTERNAL_ERROR_EXIT = 3

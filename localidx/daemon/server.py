@@ -866,7 +866,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _as_protocol_error(exc: Exception, method: str) -> ProtocolError:
-    from localidx.retrieve import IndexNotReady
+    from localidx.errors import IndexNotReady
 
     if isinstance(exc, IndexNotReady):
         return ProtocolError(INDEX_NOT_READY, str(exc))

@@ -11,16 +11,7 @@ file half old and half new.
 
 from __future__ import annotations
 
-from localidx.errors import LocalidxError
-
-
-class IndexNotReady(LocalidxError):
-    """The work tree has no index yet (or none for the configured model)."""
-
-    exit_code = 1
-
-
-# Imported after IndexNotReady, which search.py imports from here.
-from localidx.retrieve.search import FUSIONS, MODES, Match, search  # noqa: E402
+from localidx.errors import IndexNotReady
+from localidx.retrieve.search import FUSIONS, MODES, Match, search
 
 __all__ = ["FUSIONS", "IndexNotReady", "MODES", "Match", "search"]

@@ -37,7 +37,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from localidx.errors import UsageError
-from localidx.retrieve import IndexNotReady, fusion as _fusion
+from localidx.errors import IndexNotReady
+from localidx.retrieve import fusion as _fusion
 from localidx.retrieve.guard import limit_query, require_words
 from localidx.retrieve.transforms import path_role
 from localidx.text import valid_text
@@ -58,6 +59,7 @@ FUSIONS = ("linear", "rrf")
 # queries at Recall@1 and vector alone 9.
 DEFAULT_FUSION = "linear"
 DEFAULT_VECTOR_WEIGHT = 0.5
+REPORT_VECTOR_WEIGHT = 0.5  # a pasted report's: its evidence is in words BM25 matches exactly (tuned below)
 
 MAX_K = 100
 CANDIDATES = 200  # per arm, whatever k: enough that fusion can promote a chunk ranked low by one arm
@@ -68,7 +70,7 @@ FRAME_WEIGHT = 0.3  # a frame's chunks: added to the fused score (the innermost 
 FRAME_DECAY = 0.6  # each further file named by the frames counts this much of the one before
 FRAME_MISS = 0.3  # a chunk of a frame's file that holds neither the frame's line nor its function
 ROLE_FACTOR = 0.5  # tests, docs, examples and built files, unless the query asks for them
-FILE_SUPPORT = 1.0  # weight of the two best other chunks of a chunk's file (each capped at the chunk's own score)
+FILE_SUPPORT = 0.5  # weight of the two best other chunks of a chunk's file (each capped at the chunk's own score)
 
 COLUMNS = ["id", "path", "start_line", "end_line", "symbol", "kind", "language", "title", "text", "signature",
            "parent", "tags", "file_hash", "span_hash", "content_hash", "parent_id", "chunk_index", "token_count",
@@ -159,13 +161,16 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     fusion = fusion or DEFAULT_FUSION
     if fusion not in FUSIONS:
         raise UsageError(f"unknown fusion {fusion!r} (choose from {', '.join(FUSIONS)})")
-    weight = DEFAULT_VECTOR_WEIGHT if vector_weight is None else float(vector_weight)
+    plan = plan_query(query)
+    if vector_weight is None:
+        weight = REPORT_VECTOR_WEIGHT if plan.report else DEFAULT_VECTOR_WEIGHT
+    else:
+        weight = float(vector_weight)
     if not 0.0 <= weight <= 1.0:
         raise UsageError(f"vector weight must be between 0 and 1, got {weight}")
     k = max(1, min(MAX_K, int(k)))
     fetch = max(k, int(fetch)) if fetch else max(CANDIDATES, k)
     where = filter_clause(language=language, kind=kind, path_glob=path_glob)
-    plan = plan_query(query)
 
     from localidx.store.index import reading  # LanceDB failing on its own files: IndexDamaged, with the remedy
 
