@@ -196,7 +196,7 @@ def _flatten(table: dict, prefix: str = "") -> dict:
     return out
 
 
-def _read_toml(path: Path) -> dict:
+def read_toml(path: Path) -> dict:
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
@@ -214,12 +214,12 @@ def config_tables(root: Path | None) -> list[tuple[str, dict]]:
     found = []
     pyproject = root / "pyproject.toml"
     if pyproject.is_file():
-        tool = _read_toml(pyproject).get("tool", {}).get("localidx")
+        tool = read_toml(pyproject).get("tool", {}).get("localidx")
         if isinstance(tool, dict):
             found.append((f"{pyproject} [tool.localidx]", tool))
     own = root / ".localidx.toml"
     if own.is_file():
-        found.append((str(own), _read_toml(own)))
+        found.append((str(own), read_toml(own)))
     return found
 
 

@@ -132,7 +132,7 @@ class _Tables:
 
 
 @lru_cache(maxsize=1)
-def _tables() -> _Tables:
+def keyword_tables() -> _Tables:
     data = tomllib.loads(resources.files("localidx").joinpath("data/keywords.toml").read_text(encoding="utf-8"))
     roles = []
     for row in data["role"]:
@@ -226,7 +226,7 @@ def identifier_words(text: str, limit: int = 40) -> list[str]:
 
     Stopwords and language keywords (the table in ``keywords.toml``), one-letter words and bare numbers are left out.
     """
-    stop = _tables().stopwords
+    stop = keyword_tables().stopwords
     words: dict[str, None] = {}
     for ident in dict.fromkeys(_IDENTIFIER.findall(text)):
         for word in _split(ident):
@@ -273,7 +273,7 @@ def _roles(path: str, imports: list[str], decorators: list[str], text: str, *, e
 def _roles_from(given: frozenset[str], decorators: list[str], text: str, *, endpoint: bool,
                 pattern_hit: bool | None) -> list[str]:
     """The roles in table order: ``given`` (from the path and imports), an endpoint, decorators, text patterns."""
-    table = _tables()
+    table = keyword_tables()
     names = [_normalize_decorator(d) for d in decorators]
     if pattern_hit is None:
         pattern_hit = table.role_patterns.search(text) is not None
@@ -298,7 +298,7 @@ def _file_roles(path: str, imports: tuple[str, ...]) -> frozenset[str]:
     from_imports = _import_roles(imports)
     return frozenset(
         role.name
-        for role in _tables().roles
+        for role in keyword_tables().roles
         if not path_words.isdisjoint(role.paths) or extension in role.extensions or role.name in from_imports
     )
 
@@ -320,7 +320,7 @@ def _import_roles(imports: tuple[str, ...]) -> frozenset[str]:
     modules = {m for statement in imports for m in _modules(statement)}
     parts = {part for m in modules for part in m.split(".")}
     found = set()
-    for role in _tables().roles:
+    for role in keyword_tables().roles:
         if not parts.isdisjoint(role.plain_imports) or any(
             m == trigger or m.startswith(trigger + ".") for trigger in role.dotted_imports for m in modules
         ):
@@ -382,7 +382,7 @@ def _concepts(words: set[str] | frozenset[str]) -> list[str]:
     """The concepts ``words`` trigger, in table order, at most ``_CONTAINS_MAX``."""
     if not words:
         return []
-    table = _tables()
+    table = keyword_tables()
     strong: set[int] = set()
     weak: dict[int, int] = {}
     for word in words:
@@ -399,7 +399,7 @@ class _ConceptWords(dict):
     """identifier -> the words of it (and their singulars) that some concept names; filled as identifiers come."""
 
     def __missing__(self, ident: str) -> frozenset[str]:
-        words = _with_singulars(set(_split(ident))) & _tables().concept_vocabulary
+        words = _with_singulars(set(_split(ident))) & keyword_tables().concept_vocabulary
         found = frozenset(words) if words else _NO_WORDS
         if len(self) >= 65536:
             self.clear()
@@ -423,7 +423,7 @@ def _import_words(imports: tuple[str, ...]) -> frozenset[str]:
 
 @lru_cache(maxsize=256)
 def _import_concept_words(imports: tuple[str, ...]) -> frozenset[str]:
-    return _import_words(imports) & _tables().concept_vocabulary
+    return _import_words(imports) & keyword_tables().concept_vocabulary
 
 
 # -- per-file facts ---------------------------------------------------------------------------------------------
@@ -445,7 +445,7 @@ class _FileFacts:
         self.path = path
         self.roles = _file_roles(path, imports_key)
         self.import_words = _import_concept_words(imports_key)
-        self.test_path = _tables().test_paths.search(path) is not None
+        self.test_path = keyword_tables().test_paths.search(path) is not None
         self.text = text
         self.line_starts = line_starts or []
         self._spans: dict[str, tuple[list[int], list[int]] | None] = {}
@@ -463,7 +463,7 @@ class _FileFacts:
 
     def matches(self, which: str, text: str, region: tuple[int, int] | None) -> bool:
         """Whether the ``which`` pattern (``role`` or ``async``) matches in ``text``, the text of ``region``."""
-        table = _tables()
+        table = keyword_tables()
         pattern = table.role_patterns if which == "role" else table.async_pattern
         if region is None:
             return pattern.search(text) is not None
@@ -482,7 +482,7 @@ class _FileFacts:
         return pattern.search(text) is not None
 
     def _find(self, pattern: re.Pattern, which: str) -> tuple[list[int], list[int]] | None:
-        local = _tables().role_patterns_local if which == "role" else _tables().async_pattern_local
+        local = keyword_tables().role_patterns_local if which == "role" else keyword_tables().async_pattern_local
         if not local:
             return None
         starts, ends = [], []
@@ -521,7 +521,7 @@ def tags(chunk: Chunk, ctx: FileContext) -> dict:
 
 
 def _tags(chunk: Chunk, facts: _FileFacts, region: tuple[int, int] | None) -> dict:
-    table = _tables()
+    table = keyword_tables()
     out = dict(chunk.tags)
     endpoint = bool(out.get("http_path"))
     out["is_api_endpoint"] = endpoint

@@ -184,6 +184,6 @@ def test_summary_chunks_list_the_files_endpoints():
 
 def test_same_input_gives_the_same_header():
     first = enrich.header(_revoke_chunk(), _ctx(), 1000)
-    enrich._tables.cache_clear()  # a fresh process reading the keyword table again
+    enrich.keyword_tables.cache_clear()  # a fresh process reading the keyword table again
     assert enrich.header(_revoke_chunk(), _ctx(), 1000) == first
     assert enrich.header(_revoke_chunk(), _ctx(), 40) == enrich.header(_revoke_chunk(), _ctx(), 40)

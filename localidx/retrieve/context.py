@@ -272,11 +272,11 @@ def _search_all(sources: list[Source], queries: list[str], values: dict, params,
 
 def _expand(sources: list[Source], matches: list[dict], values: dict, label: bool) -> list[dict]:
     from localidx.retrieve.expand import expand
-    from localidx.retrieve.search import _Staleness
+    from localidx.retrieve.search import Staleness
 
     if len(sources) == 1:
         source = sources[0]
-        out, _added = expand(matches, values, source.index.store, source.table, _Staleness(source.index),
+        out, _added = expand(matches, values, source.index.store, source.table, Staleness(source.index),
                              _relations(source.index))
         return out
     # Several repositories: each hit is expanded within its own; the added chunks keep their hit's place.
@@ -286,7 +286,7 @@ def _expand(sources: list[Source], matches: list[dict], values: dict, label: boo
         own = [m for m in out if m.get("repo") == name]
         if not own:
             continue
-        expanded, _added = expand(own, values, source.index.store, source.table, _Staleness(source.index),
+        expanded, _added = expand(own, values, source.index.store, source.table, Staleness(source.index),
                                   _relations(source.index))
         new = {m["id"]: m for m in expanded if m["id"] not in {o["id"] for o in own}}
         if not new:

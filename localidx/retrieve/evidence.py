@@ -58,9 +58,9 @@ class _Patterns:
 
 @lru_cache(maxsize=1)
 def _patterns() -> _Patterns:
-    from localidx.config import _read_toml
+    from localidx.config import read_toml
 
-    raw = _read_toml(_DATA)
+    raw = read_toml(_DATA)
     suffixes = frozenset(raw["source_suffixes"])
     ext = "|".join(sorted((re.escape(s) for s in suffixes), key=len, reverse=True))
     path = re.compile(rf"(?<![\w/.-])((?:[A-Za-z]:)?[\w.@+~-]*(?:[/\\][\w.@+~-]+)*\.(?:{ext}))(?::(\d+))?(?!\w)")

@@ -93,7 +93,7 @@ def _call_graph(hit: dict, relations, store, table, per_hit: int) -> list[dict]:
 
 def expand(matches: list[dict], values: dict, store, table, staleness, relations=None) -> tuple[list[dict], int]:
     """(the matches with neighbours inserted after their hits, how many were added)."""
-    from localidx.retrieve.search import _match
+    from localidx.retrieve.search import match_from_row
 
     strategy = values["neighborStrategy"]
     limit = min(values["neighborLimit"], EXPANSION_CAP)
@@ -123,7 +123,7 @@ def expand(matches: list[dict], values: dict, store, table, staleness, relations
             seen_ids.add(row["id"])
             if row.get("content_hash"):
                 seen_content.add(row["content_hash"])
-            match = _match(row, float(hit["score"]) * NEIGHBOR_SCORE, None, None, staleness).to_dict()
+            match = match_from_row(row, float(hit["score"]) * NEIGHBOR_SCORE, None, None, staleness).to_dict()
             match["neighborOfSpanHash"] = hit.get("span_hash", "")
             match["neighborStrategy"] = strategy
             match["reasons"] = [f"{strategy.lower()} neighbour of {hit['path']}:{hit['start_line']}-{hit['end_line']}"]

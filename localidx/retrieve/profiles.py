@@ -14,7 +14,7 @@ import copy
 from functools import lru_cache
 from pathlib import Path
 
-from localidx.config import _read_toml, config_tables
+from localidx.config import read_toml, config_tables
 from localidx.errors import UsageError
 
 DEFAULT_PROFILE = "balanced"
@@ -24,7 +24,7 @@ _DATA = Path(__file__).resolve().parent.parent / "data" / "profiles.toml"
 
 @lru_cache(maxsize=1)
 def _package_profiles() -> dict:
-    return _read_toml(_DATA)
+    return read_toml(_DATA)
 
 
 def _merge(base: dict, over: dict) -> dict:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from localidx.errors import UsageError
 from localidx.errors import IndexNotReady
-from localidx.retrieve import fusion as _fusion
+import localidx.retrieve.fusion as _fusion
 from localidx.retrieve.guard import limit_query, require_words
 from localidx.retrieve.transforms import path_role
 from localidx.text import valid_text
@@ -244,8 +244,8 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
         index, table = tables[label]
         reading(index.paths, lambda: _materialise(table, [rows[key] for key in best if key[0] == label], rows, label))
     best = [key for key in best if "text" in rows[key]]  # a row gone from the pinned version cannot be: kept safe
-    staleness = {label: _Staleness(index) for label, index in indexes.items()}
-    return [(key[0], _match(rows[key], scores[key], vector.get(key), bm25.get(key), staleness[key[0]]))
+    staleness = {label: Staleness(index) for label, index in indexes.items()}
+    return [(key[0], match_from_row(rows[key], scores[key], vector.get(key), bm25.get(key), staleness[key[0]]))
             for key in best]
 
 
@@ -502,7 +502,7 @@ def _path_clause(glob: str) -> str | None:
 # -- results --------------------------------------------------------------------------------------------------
 
 
-class _Staleness:
+class Staleness:
     """Whether a file changed on disk since it was indexed, cached per path for one search."""
 
     def __init__(self, index):
@@ -540,8 +540,8 @@ class _Staleness:
         return current is None or current != file_hash
 
 
-def _match(row: dict, score: float, vector_score: float | None, bm25_score: float | None,
-           staleness: _Staleness) -> Match:
+def match_from_row(row: dict, score: float, vector_score: float | None, bm25_score: float | None,
+           staleness: Staleness) -> Match:
     from localidx.store.lance import decode_tags
 
     return Match(

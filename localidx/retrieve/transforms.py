@@ -44,10 +44,10 @@ class QueryData:
 
 @lru_cache(maxsize=1)
 def data() -> QueryData:
-    from localidx.config import _read_toml
-    from localidx.enrich import _tables
+    from localidx.config import read_toml
+    from localidx.enrich import keyword_tables
 
-    raw = _read_toml(_DATA)
+    raw = read_toml(_DATA)
     return QueryData(
         follow_up=frozenset(raw["follow_up_words"]), test_words=frozenset(raw["test_words"]),
         test_paths=tuple(re.compile(p) for p in raw["test_paths"]),
@@ -56,7 +56,7 @@ def data() -> QueryData:
         doc_languages=frozenset(raw["doc_languages"]), doc_words=frozenset(raw["doc_words"]),
         languages=dict(raw["languages"]),
         foreign={lang: frozenset(words) for lang, words in raw["foreign_stopwords"].items()},
-        english=_tables().stopwords,
+        english=keyword_tables().stopwords,
     )
 
 

@@ -1,0 +1,79 @@
+"""The package's import structure: no cycle among module-level imports, no import of another module's private name.
+
+Both were true of the code once and drifted (a three-module cycle held together by function-level imports; seven
+modules importing ``_names`` from others): this keeps each idea in one place, importable by its public name.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "localidx"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _module_level_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the package's modules it imports when it is imported (top-level statements only: an import inside
+    a function runs when called, which is how a heavy or late dependency is meant to be taken)."""
+    edges: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("localidx"):
+                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            edges[name].update(t for t in targets if t in modules and t != name)
+    return edges
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle_among_module_level_imports():
+    modules = _modules()
+    assert len(modules) > 50  # the walk found the package
+    assert _cycle(_module_level_edges(modules)) is None
+
+
+def test_no_module_imports_another_modules_private_name():
+    found = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("localidx"):
+                found += [f"{name} imports {node.module}.{alias.name}" for alias in node.names
+                          if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert found == []
