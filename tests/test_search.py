@@ -210,6 +210,19 @@ def test_results_are_unique_and_sorted(indexed, fusion):
     assert all(isinstance(m.tags, dict) for m in matches)
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
+def test_the_first_matches_do_not_depend_on_k(indexed, mode):
+    """-k only says how many to show: a chunk ranked 3rd with -k 3 is 3rd with -k 30 (every arm reads the same
+    candidates whatever k is), with the same score."""
+    _root, _settings_, open_ = indexed
+    index = open_()
+    query = "verify the session token of a user"
+    wide = search(index, query, k=30, mode=mode)
+    for k in (1, 3, 5):
+        assert [(m.id, m.score) for m in search(index, query, k=k, mode=mode)] == \
+            [(m.id, m.score) for m in wide[:k]]
+
+
 def test_k_is_clamped(indexed):
     _root, _settings_, open_ = indexed
     index = open_()
