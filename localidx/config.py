@@ -20,11 +20,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from localidx.errors import ConfigError
+from localidx import tomlfile
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 
 @dataclass(frozen=True)
@@ -198,11 +195,10 @@ def _flatten(table: dict, prefix: str = "") -> dict:
 
 def read_toml(path: Path) -> dict:
     try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
+        return tomlfile.load(path)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except tomlfile.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 
 

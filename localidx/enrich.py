@@ -29,16 +29,12 @@ import bisect
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import PurePosixPath
 
 from localidx import tokens
+from localidx import tomlfile
 from localidx.chunk.model import Chunk, FileContext
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 # Part of the table's name: raised whenever the chunks an index holds would differ for the same files (the [META]
 # text, or where chunks are cut: 2 = merged groups name their members, over-budget lines cut by characters), so an
@@ -133,7 +129,7 @@ class _Tables:
 
 @lru_cache(maxsize=1)
 def keyword_tables() -> _Tables:
-    data = tomllib.loads(resources.files("localidx").joinpath("data/keywords.toml").read_text(encoding="utf-8"))
+    data = tomlfile.package_table("localidx", "data/keywords.toml")
     roles = []
     for row in data["role"]:
         imports = [_normalize_module(name) for name in row.get("imports", [])]

@@ -27,15 +27,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from functools import lru_cache
-from importlib import resources
 
 from localidx.config import Settings
+from localidx import tomlfile
 from localidx.errors import ConfigError, LocalidxError, UsageError
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 log = logging.getLogger(__name__)
 
@@ -242,8 +238,7 @@ def _strip_think(text: str) -> str:
 @lru_cache(maxsize=1)
 def prompts() -> dict:
     """The prompt tables of ``localidx/data/prompts.toml``."""
-    text = resources.files("localidx").joinpath("data/prompts.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    return tomlfile.package_table("localidx", "data/prompts.toml")
 
 
 def _ask(settings: Settings, task: str, **values) -> str:

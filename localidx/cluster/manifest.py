@@ -49,17 +49,13 @@ class RepoSpec:
 
 def load_manifest(path: Path) -> list[RepoSpec]:
     """The repositories of the manifest at ``path``; ``UsageError`` (one line) for anything wrong with it."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    from localidx import tomlfile
 
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+        data = tomlfile.load(path)
     except OSError as exc:
         raise UsageError(f"cannot read the manifest {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except tomlfile.TOMLDecodeError as exc:
         raise UsageError(f"{path}: invalid TOML: {exc}") from None
     unknown = set(data) - {"defaults", "repo"}
     if unknown:

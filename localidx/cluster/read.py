@@ -62,7 +62,8 @@ class _FilteredQuery:
 
 class _FilteredTable:
     """A pinned LanceDB table seen through a filter (one repository, or all but the ones left out). Only what
-    retrieval reads is offered (``search``, ``count_rows``, ``version``), so nothing reads past the filter."""
+    retrieval reads is offered (``search``, ``count_rows``, ``version``, and ``take_row_ids`` for the row ids its own
+    filtered searches returned), so nothing reads past the filter."""
 
     def __init__(self, table, clause: str | None):
         self._table = table
@@ -75,6 +76,11 @@ class _FilteredTable:
     def search(self, *args, **kwargs):
         query = self._table.search(*args, **kwargs)
         return _FilteredQuery(query, self._clause) if self._clause else query
+
+    def take_row_ids(self, row_ids):
+        """Rows by row id, for search's late materialisation of the row ids this view's searches returned (a take
+        cannot be filtered: LanceDB's take query has no ``where``)."""
+        return self._table.take_row_ids(row_ids)
 
     def count_rows(self, filter: str | None = None) -> int:  # noqa: A002 - LanceDB's own argument name
         clauses = [c for c in (self._clause, filter) if c]

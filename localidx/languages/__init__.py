@@ -11,12 +11,10 @@ import importlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+
+from localidx import tomlfile
 from pathlib import PurePosixPath
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ def _compiled_query(name: str):
 
 
 def _load_table() -> dict[str, LanguageSpec]:
-    raw = tomllib.loads(resources.files("localidx.languages").joinpath("languages.toml").read_text(encoding="utf-8"))
+    raw = tomlfile.package_table("localidx.languages", "languages.toml")
     available = {entry.name for entry in _queries_dir().iterdir()}
     table = {}
     for name, entry in raw.items():
@@ -92,7 +90,7 @@ TEXT = "text"  # the label of a file no grammar reads and text-types.toml does n
 
 @lru_cache(maxsize=1)
 def _text_types() -> tuple[frozenset[str], dict[str, str]]:
-    raw = tomllib.loads(resources.files("localidx.languages").joinpath("text-types.toml").read_text(encoding="utf-8"))
+    raw = tomlfile.package_table("localidx.languages", "text-types.toml")
     return frozenset(e.lower() for e in raw.get("extensions", ())), dict(raw.get("filenames", {}))
 
 

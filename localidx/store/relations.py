@@ -50,15 +50,11 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import PurePosixPath
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 from localidx.chunk.model import CODE_KINDS
+from localidx import tomlfile
 
 RELATIONS_SCHEMA = 1  # the tables and what is written in them: a new value rebuilds existing indexes (``stale``)
 MAX_TARGETS = 3  # definitions kept for one reference when a step finds several
@@ -149,8 +145,7 @@ class _Tables:
 
 @lru_cache(maxsize=1)
 def _tables() -> _Tables:
-    raw = resources.files("localidx").joinpath("data/relations.toml").read_text(encoding="utf-8")
-    data = tomllib.loads(raw)
+    data = tomlfile.package_table("localidx", "data/relations.toml")
     return _Tables(
         noise=frozenset(name for names in data["noise"].values() for name in names),
         package_files=frozenset(data["package_files"]),

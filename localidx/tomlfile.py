@@ -1,0 +1,32 @@
+"""TOML, read in one place: ``tomllib`` (Python 3.11+) or its backport ``tomli``, and the package's own data tables.
+
+Place in the flow: the bottom layer, beside errors.py and text.py; the settings (config.py), the language tables,
+[META]'s keyword tables, the call-relation tables, the prompts and the cluster manifest all read TOML through it.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+TOMLDecodeError = tomllib.TOMLDecodeError
+
+
+def loads(text: str) -> dict:
+    return tomllib.loads(text)
+
+
+def load(path: Path | str) -> dict:
+    """The TOML file at ``path``; ``OSError`` and ``TOMLDecodeError`` are the caller's to word."""
+    with open(path, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def package_table(package: str, name: str) -> dict:
+    """A TOML file shipped inside ``package`` (``localidx``'s ``data/keywords.toml``, ...)."""
+    return loads(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
