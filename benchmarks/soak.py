@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -438,7 +439,9 @@ def check_readers(root: Path, home: Path, state: dict, log_dir: Path, tag: str, 
         if left:
             found.add("status-not-current", f"{len(left)} files changed or deleted right after the run, e.g. "
                                             f"{left[0]}", len(left))
-    symbol = next((r["symbol"] for r in state["rows"] if r["kind"] in ("function", "method") and r["symbol"]), "")
+    # A symbol with a word in it: express names route handlers "/" and search refuses a query of no words (exit 2).
+    symbol = next((r["symbol"] for r in state["rows"] if r["kind"] in ("function", "method") and r["symbol"]
+                   and re.search(r"\w", r["symbol"])), "")
     if symbol:
         search = run_cli(["search", "--mode", "bm25", "--json", "-k", "5", symbol], root, home, log_dir,
                          f"{tag}-search")
