@@ -867,3 +867,18 @@ def test_an_edited_config_restarts_the_daemon_once_with_the_new_settings(daemons
         stale = raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION,
                                          "settings_fingerprint": "0" * 16})
         assert stale["error"]["code"] == protocol.VERSION_MISMATCH and "settings" in stale["error"]["message"]
+
+
+def test_a_reindex_that_waited_is_over_when_it_answers(daemons):
+    """The answer to a waiting index/reindex comes after the writer stopped running: the status asked next says
+    READY, not INDEXING (the VS Code integration test found the reply sent while the run still counted as running)."""
+    from localidx.client import connect
+
+    d = daemons
+    d.start()
+    d.ready()
+    for n in range(5):
+        (d.root / "auth.py").write_text(AUTH + f"\n\ndef helper_{n}():\n    return {n}\n")
+        with connect(d.root, True, load_settings(d.root)) as client:
+            client.request("index/reindex", {"paths": ["auth.py"], "reason": "test", "wait": True}, timeout=120)
+            assert client.request("index/status", {"check_work_tree": True})["state"] == "READY"

@@ -207,6 +207,8 @@ class Writer(threading.Thread):
         what = "everything" if only is None else f"{len(only)} paths"
         log.info("update: %s (%s)", what, reasons or "request")
         started = time.monotonic()
+        failure: BaseException | None = None
+        record: dict | None = None
         try:
             try:
                 stats = sync_work_tree(index, self.root, self.settings, only=only, embed=True,
@@ -218,8 +220,7 @@ class Writer(threading.Thread):
         except BaseException as exc:
             log.exception("update of %s failed", what)
             self.last_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            for future in waiters:
-                future.set_exception(exc)
+            failure = exc
             if not isinstance(exc, Exception):
                 raise
         else:
@@ -227,8 +228,6 @@ class Writer(threading.Thread):
             self.last_run, self.last_error, self.pending_vectors = record, None, stats.chunks_pending
             log.info("update done in %.2f s: %d chunked, %d deleted, %d embedded, %d pending", time.monotonic() -
                      started, stats.files_processed, stats.files_deleted, stats.chunks_embedded, stats.chunks_pending)
-            for future in waiters:
-                future.set_result(record)
         finally:
             self.runs += 1
             self.progress = {}
@@ -237,6 +236,13 @@ class Writer(threading.Thread):
             memory.trim()  # a run's chunks, rows and batches are garbage now: give their pages back
             with self._cond:
                 self._running = False
+            # Waiters are answered once the run is over: a client that asks for the status next must not find
+            # the writer still running (it read INDEXING right after its own reindex returned).
+            for future in waiters:
+                if failure is not None:
+                    future.set_exception(failure)
+                elif record is not None:
+                    future.set_result(record)
             self.on_use()
             self.on_activity()
             self.on_change(True)
