@@ -119,6 +119,20 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
 
 
+def in_child(target, *args):
+    """``target(*args, queue)`` in a fresh spawned process (its own imports, model and peak RSS); what it puts on
+    the queue."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=(*args, queue))
+    proc.start()
+    result = queue.get()
+    proc.join()
+    return result
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank-interpolated percentile (q in 0..100)."""
     data = sorted(values)

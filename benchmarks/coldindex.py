@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import statistics
 import subprocess
@@ -47,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from _corpus import WORK, cpu_self, loadavg, peak_rss_mb, stdlib_chunks  # noqa: E402
+from _corpus import WORK, cpu_self, in_child, loadavg, peak_rss_mb, stdlib_chunks  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -101,16 +100,6 @@ QUESTIONS = [
 
 
 # -- processes ------------------------------------------------------------------------------------------------
-
-
-def _in_child(target, *args):
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=target, args=(*args, queue))
-    proc.start()
-    result = queue.get()
-    proc.join()
-    return result
 
 
 def _embedder(model: str, ort: dict | str | None = None):
@@ -182,7 +171,7 @@ def section_speed(texts: list[str], report: dict, options) -> None:
     print(f"\n## speed: {len(texts)} chunks, one fresh process per option (load avg {loadavg()})")
     for label, model, extra in options:
         n = len(texts) if not model.startswith(TRANSFORMER) else min(len(texts), report["transformer_chunks"])
-        r = _in_child(_speed_child, model, extra, texts[:n])
+        r = in_child(_speed_child, model, extra, texts[:n])
         report["speed"][label] = r
         print(_speed_line(label, r), flush=True)
 
@@ -192,7 +181,7 @@ def section_ort(texts: list[str], report: dict, only: str = "") -> None:
     for label, kwargs in ORT_GRID:
         if only and not any(w.strip() and w.strip() in label for w in only.split(",")):
             continue
-        r = _in_child(_speed_child, TRANSFORMER, {"ort": kwargs}, texts)
+        r = in_child(_speed_child, TRANSFORMER, {"ort": kwargs}, texts)
         report["ort"][label] = r
         print(_speed_line(label, r), flush=True)
 
@@ -337,7 +326,7 @@ def main() -> None:
 
     if "build" in sections:
         names = [m for _, m, _ in options + SPEED_ONLY if m.startswith("static-minilm")]
-        report["build"] = _in_child(_build_child, names)
+        report["build"] = in_child(_build_child, names)
         b = report["build"]
         print(f"\n## build: {len(b['built'])} static tables built, {len(b['cached'])} already cached")
         if "vocab_pass" in b:

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _corpus import STDLIB, git, loadavg, percentile, stdlib_files  # noqa: E402
-from daemon import cli, ms, vm, wait_idle  # noqa: E402
+from daemon import cli, fill_vectors, ms, vm, wait_idle  # noqa: E402
 from query import QUERIES, WARMUP  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -62,33 +62,6 @@ def build(repo: Path, want_chunks: int) -> int:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "stdlib copies")
     return chunks
-
-
-def fill_vectors(repo: Path) -> int:
-    """Give every row a seeded random unit vector (in large merges), put it in the vector cache too (so a later
-    rebuild, e.g. after a schema change, finds it there instead of embedding for hours), then build the indexes."""
-    import numpy as np
-
-    from localidx.config import load_settings
-    from localidx.store.index import open_index
-
-    settings = load_settings(repo)
-    index = open_index(repo, True, settings)
-    try:
-        table = index.store.table()
-        rows = table.search().where("vector IS NULL").select(["id", "embed_key"]).limit(None).to_list()
-        rng = np.random.default_rng(7)
-        for start in range(0, len(rows), 20000):
-            part = rows[start:start + 20000]
-            vectors = rng.standard_normal((len(part), index.embedder.dim)).astype(np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            index.store.set_vectors([r["id"] for r in part], vectors)
-            index.store.cache_put([r["embed_key"] for r in part], vectors)
-        index.store.compact()
-        index.store.ensure_indexes()
-        return table.count_rows()
-    finally:
-        index.close()
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _corpus import WORK, cpu_self, loadavg, peak_rss_mb, stdlib_chunks  # noqa: E402
+from _corpus import WORK, cpu_self, in_child, loadavg, peak_rss_mb, stdlib_chunks  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -134,16 +134,6 @@ def _half_worker(texts: list[str], batch: int, barrier, queue) -> None:
     queue.put({"start": t0, "end": time.perf_counter(), "cpu_s": cpu_self() - cpu0, "rss_mb": peak_rss_mb()})
 
 
-def _in_child(target, *args):
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=target, args=(*args, queue))
-    proc.start()
-    result = queue.get()
-    proc.join()
-    return result
-
-
 def _two_processes(texts: list[str], batch: int) -> dict:
     """2 processes x 1 ORT thread, each embedding half the (length-interleaved) texts, started together."""
     ctx = multiprocessing.get_context("spawn")
@@ -227,7 +217,7 @@ def main() -> None:
     report["configs"] = {}
     for cap in caps:
         for batch in batches:
-            r = _in_child(_run_config, capped[cap], batch, threads)
+            r = in_child(_run_config, capped[cap], batch, threads)
             label = f"cap {cap}, batch {batch}"
             report["configs"][label] = r
             print(_line(label, r), flush=True)
@@ -235,7 +225,7 @@ def main() -> None:
     if not args.skip_breakdown:
         batch = 16
         for cap in caps:
-            r = _in_child(_breakdown, capped[cap], batch, threads)
+            r = in_child(_breakdown, capped[cap], batch, threads)
             total_wall = sum(v[0] for v in r["steps"].values())
             print(f"\nwhere the time goes (cap {cap}, batch {batch}; {r['padded_pieces']} pieces incl. padding)")
             for step, (wall, cpu) in r["steps"].items():
@@ -245,7 +235,7 @@ def main() -> None:
     if not args.skip_processes:
         batch = 16
         print(f"\nprocesses x threads (cap {caps[0]}, batch {batch})")
-        r1 = report["configs"].get(f"cap {caps[0]}, batch {batch}") or _in_child(_run_config, capped[caps[0]], batch,
+        r1 = report["configs"].get(f"cap {caps[0]}, batch {batch}") or in_child(_run_config, capped[caps[0]], batch,
                                                                                   threads)
         print(_line(f"1 process x {threads or 'default'} threads", r1))
         r2 = _two_processes(capped[caps[0]], batch)
