@@ -257,8 +257,18 @@ def search_response(index, query, files: bool = False, **options) -> dict:
     if not isinstance(query, str):
         raise UsageError("the query must be text")
     query, warnings = limit_query(query)
+    k, depth = _depth(options, files)
+    return _response([m.to_dict() for m in search(index, query, k=depth, **options)], k, files, warnings)
+
+
+def _depth(options: dict, files: bool) -> tuple[int, int]:
+    """``k`` as asked (taken out of ``options``, clamped), and how many matches to search for: ``FILES_FROM`` when
+    a files view is wanted."""
     k = max(1, min(MAX_K, int(options.pop("k", 10))))
-    found = [m.to_dict() for m in search(index, query, k=max(k, FILES_FROM) if files else k, **options)]
+    return k, max(k, FILES_FROM) if files else k
+
+
+def _response(found: list[dict], k: int, files: bool, warnings: list[str]) -> dict:
     response = {"matches": found[:k], "warnings": warnings}
     if files:
         response["files"] = rank_files(found, k)
@@ -293,16 +303,13 @@ def search_all_repos(query, settings=None, files: bool = False, **options) -> di
                 continue
             sources.append((name, index, table))
             where[name] = "shared" if getattr(index, "has_work_tree", True) is False else "local"
-        k = max(1, min(MAX_K, int(options.pop("k", 10))))
-        found = search_sources(sources, query, k=max(k, FILES_FROM) if files else k, **options)
+        k, depth = _depth(options, files)
+        found = search_sources(sources, query, k=depth, **options)
     finally:
         for _name, index in opened + views:
             index.close()
-    matches = [{"repo": name, "index": where[name], **match.to_dict()} for name, match in found]
-    response = {"matches": matches[:k], "warnings": problems + warnings}
-    if files:
-        response["files"] = rank_files(matches, k)
-    return response
+    return _response([{"repo": name, "index": where[name], **match.to_dict()} for name, match in found], k, files,
+                     problems + warnings)
 
 
 @dataclass(frozen=True)
