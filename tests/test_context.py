@@ -286,6 +286,32 @@ def test_sanitizer_trims_the_question_and_drops_empty_turns(repo):
         pack(repo, "verify token", kind="lambda")
 
 
+
+def test_a_pasted_report_is_read_line_by_line_as_search_reads_it(repo):
+    """The question keeps its lines: a report's title, traceback frames and log lines are read as lines, so the
+    pack's files view is the one ``search --files`` gives (when the sanitizer joined the lines into one, a report
+    became a single long title and its frames were lost)."""
+    from localidx.retrieve.search import search_response
+
+    _root, _settings, index = repo
+    report = ("Logging in fails after the upgrade\n\n"
+              "Every request with a bearer token is refused, even a fresh one; the billing page is fine.\n"
+              "Traceback (most recent call last):\n"
+              '  File "/srv/app/src/auth/session.py", line 12, in open_session\n'
+              "    if not verify_token(token, secret):\n"
+              '  File "/srv/app/src/auth/tokens.py", line 9, in verify_token\n'
+              "    raise ValueError(\"token expired\")\n"
+              "ValueError: token expired\n\n\n\n"
+              "Expected: the session opens. Actual: 401 on every page.   \n")
+    r = pack(repo, report)
+    assert r["rawQuery"].splitlines()[:2] == ["Logging in fails after the upgrade", ""]
+    assert '  File "/srv/app/src/auth/tokens.py", line 9, in verify_token' in r["rawQuery"].splitlines()
+    assert "\n\n\n" not in r["rawQuery"] and not r["rawQuery"].endswith(" ")
+    searched = search_response(index, report, files=True)["files"]
+    assert [f["path"] for f in r["files"]][:3] == [f["path"] for f in searched][:3]
+    assert r["files"][0]["path"] in ("src/auth/tokens.py", "src/auth/session.py")
+
+
 # -- query transforms and multi-query -----------------------------------------------------------------------------
 
 

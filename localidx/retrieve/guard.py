@@ -133,6 +133,15 @@ def _clean_text(text: str, what: str, warnings: list[str]) -> str:
     return stripped
 
 
+def _squeeze_spaces(text: str) -> str:
+    """Runs of spaces as one, trailing spaces dropped and at most one blank line in a row, but lines and indentation
+    kept as pasted: a report's title line, traceback frames, log lines and code blocks are read line by line
+    (``search.plan_query``), so the context pipeline reads a report as ``search`` does."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = (re.sub(r"(?<=\S)[^\S\n]+", " ", line).rstrip() for line in text.split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
 def _coerce(name: str, kind: type, value, default, warnings: list[str]):
     """``value`` as ``kind``, or ``default`` with a warning when it cannot be read as one."""
     if kind is bool:
@@ -212,7 +221,7 @@ def check(profile_name: str, profile: dict, query, *, top_k=None, max_tokens=Non
     if not isinstance(query, str):
         raise UsageError("the question must be a string")
     query = _clean_text(query, "the question", warnings)
-    query = re.sub(r"\s+", " ", query)
+    query = _squeeze_spaces(query)
     if not query:
         raise UsageError("empty question")
     require_words(query, "the question")

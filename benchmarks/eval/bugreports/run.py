@@ -46,7 +46,7 @@ sys.path.insert(0, str(HERE))
 
 from gold import is_source  # noqa: E402
 
-SETUPS = ["baseline windows", "baseline files", "search bm25", "search vector", "search hybrid",
+SETUPS = ["baseline windows", "baseline files", "search bm25", "search vector", "search hybrid", "search-files hybrid",
           "context legacy", "context conservative", "context balanced", "context aggressive", "context-files balanced"]
 BASELINE = "baseline windows"
 K_CHUNKS = 50
@@ -152,12 +152,17 @@ def localidx_rankings(index, query: str, setups: list[str], settings) -> dict[st
     """(files in order, "path::symbol" keys of the first 10 chunks) per localidx setup."""
     from localidx.retrieve import search
     from localidx.retrieve.context import build_for_repository
+    from localidx.retrieve.search import search_response
 
     out = {}
     for label in setups:
         kind, name = label.split(" ", 1)
         if kind == "search":
             matches = [m.to_dict() for m in search(index, query, k=K_CHUNKS, mode=name)]
+        elif kind == "search-files":
+            # what `localidx search --files` prints: the 10 best files, then its 10 matches for the function keys
+            response = search_response(index, query, files=True, k=10, mode=name)
+            matches = response["files"] + response["matches"]
         elif kind in ("context", "context-files"):
             pack = build_for_repository(index, query, profile=name, settings=settings)
             # "context": files in pack order; "context-files": the pack's files view (its "files" field)
@@ -264,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         wanted = [w.strip() for w in args.only.split(",") if w.strip()]
         setups = [s for s in SETUPS if any(s == w or s.startswith(w) for w in wanted)]
     if args.no_embed:
-        setups = [s for s in setups if not (s.startswith("context") or s in ("search vector", "search hybrid"))]
+        setups = [s for s in setups if not (s.startswith("context") or s.endswith(("vector", "hybrid")))]
     items = load_sets(args.sets)
     if args.limit:
         seen: dict[str, int] = {}
