@@ -274,6 +274,25 @@ def test_guard_clamps_profile_values_and_the_sanitizer_fixes_their_types(own_rep
     assert "neighbors:LINEAR" in r["appliedModules"]
 
 
+def test_every_key_of_the_package_profiles_reaches_the_pipeline_and_back():
+    """A key of profiles.toml the Profile type does not map would be ignored without a word: each one must read
+    into a field and write back under its own name."""
+    import localidx
+    from localidx.config import read_toml
+    from localidx.retrieve.guard import check
+    from localidx.retrieve.profiles import WIRE_NAMES, Profile, get_profile
+
+    package = read_toml(Path(localidx.__file__).parent / "data" / "profiles.toml")
+    written = {(section, key) for table in package.values() for section, part in table.items()
+               if isinstance(part, dict) for key in part}
+    assert written == set(WIRE_NAMES.values())
+    name, table = get_profile("aggressive")
+    profile = check(name, table, "verify token").profile
+    assert (profile.top_k, profile.neighbor_strategy, profile.multi_query) == (30, "CALL_GRAPH", True)
+    assert profile.to_wire() == {section: table[section] for section in ("retrieval", "postprocess", "generation")}
+    assert Profile.from_wire(profile.to_wire()) == profile
+
+
 def test_sanitizer_trims_the_question_and_drops_empty_turns(repo):
     r = pack(repo, "  verify\x00 token  ", conversation_context=["", "   "])
     assert r["rawQuery"] == "verify token"
