@@ -70,7 +70,7 @@ def read_file(abs_path: str) -> tuple[os.stat_result, bytes] | None:
 
     try:
         st = os.stat(abs_path)
-        _text, data, _bad = read_source(Path(abs_path))
+        data = read_source(Path(abs_path))
     except (OSError, LocalidxError):
         return None
     return st, data
