@@ -80,19 +80,6 @@ def _colliding_word(word: str) -> str:
     raise AssertionError("no collision found")
 
 
-# -- fusion ---------------------------------------------------------------------------------------------------
-
-
-def test_fusion_arithmetic():
-    from localidx.retrieve import fusion
-
-    assert fusion.normalize({"a": 7.0}) == {"a": 1.0}  # a single hit is the best hit
-    assert fusion.normalize({"a": 3.0, "b": 1.0, "c": 2.0}) == {"a": 1.0, "b": 0.0, "c": 0.5}
-    fused = fusion.linear({"a": 1.0, "b": 0.5}, {"b": 1.0, "c": 1.0}, vector_weight=0.25)
-    assert fused == {"a": 0.25, "b": 0.875, "c": 0.75}  # a missing arm counts 0, the union is kept
-    assert fusion.rrf(["a", "b"], ["b"]) == {"a": 1 / 61, "b": 1 / 62 + 1 / 61}
-
-
 # -- finding things -------------------------------------------------------------------------------------------
 
 
