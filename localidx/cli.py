@@ -65,7 +65,7 @@ def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> No
             settings_by_root[root] = _settings(root, max_tokens=max_tokens)
         settings = settings_by_root[root]
         rel = _repo_relative(root, path.absolute())
-        _text, data, _bad = read_source(path)
+        data = read_source(path)
         result = chunk_file(rel, data, settings)
         if result.skipped:
             click.echo(f"{_p(rel)}: skipped ({result.skipped})", err=True)

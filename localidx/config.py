@@ -56,8 +56,8 @@ class Settings:
     # (profiles are defined in localidx/data/profiles.toml and [profiles.<name>] tables of .localidx.toml).
     profile: str = "balanced"
     # An OpenAI-compatible endpoint (llama.cpp server, Ollama, ...) for `ask`, query translation/compression and the
-    # optional summarize stage. Empty: no LLM; nothing else ever needs the network. The key, if the server wants
-    # one, comes from the environment variable named by llm_api_key_env.
+    # optional explain stage (`summarize`). Empty: no LLM; nothing else ever needs the network. The key, if the server
+    # wants one, comes from the environment variable named by llm_api_key_env.
     llm_base_url: str = ""  # e.g. http://127.0.0.1:8080/v1
     llm_model: str = ""
     llm_api_key_env: str = "LOCALIDX_LLM_API_KEY"

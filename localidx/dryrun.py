@@ -41,7 +41,7 @@ def dry_run(root: Path, settings: Settings, only: list[str] | None = None, inclu
             limit_files: int | None = None) -> DryRunReport:
     """Walk the repository and chunk every file as indexing would, writing nothing."""
     from localidx.discover import discover
-    from localidx.workers import crashed_summary, map_files, summarize_file, worker_count
+    from localidx.workers import count_file, crashed_count, map_files, worker_count
 
     started = time.perf_counter()
     found = discover(root, settings, only=only)
@@ -52,19 +52,19 @@ def dry_run(root: Path, settings: Settings, only: list[str] | None = None, inclu
     jobs = [(f.path, str(f.abs_path), settings, kinds) for f in files]
     by_kind: Counter = Counter()
     by_language: Counter = Counter()
-    for summary in map_files(summarize_file, jobs, worker_count(settings), crashed_summary):
-        if summary.skipped:
-            skipped.append((summary.path, summary.skipped))
+    for counts in map_files(count_file, jobs, worker_count(settings), crashed_count):
+        if counts.skipped:
+            skipped.append((counts.path, counts.skipped))
             continue
         report.files_processed += 1
-        report.bytes += summary.size
-        report.symbols += summary.symbols
-        report.redactions += summary.redactions
-        by_kind.update(summary.chunks_by_kind)
-        by_language[summary.language] += sum(summary.chunks_by_kind.values())
-        report.errors.extend({"path": summary.path, "reason": r} for r in summary.errors)
-        if summary.invalid_utf8:
-            report.invalid_utf8_files.append(summary.path)
+        report.bytes += counts.size
+        report.symbols += counts.symbols
+        report.redactions += counts.redactions
+        by_kind.update(counts.chunks_by_kind)
+        by_language[counts.language] += sum(counts.chunks_by_kind.values())
+        report.errors.extend({"path": counts.path, "reason": r} for r in counts.errors)
+        if counts.invalid_utf8:
+            report.invalid_utf8_files.append(counts.path)
     report.files_skipped = len(skipped)
     report.skipped_files = [{"path": p, "reason": r} for p, r in sorted(skipped)]
     report.skipped_by_reason = dict(Counter(r for _p, r in skipped).most_common())

@@ -14,7 +14,7 @@ daemon's writer thread runs) is the only code that mutates the store:
    batch (a file is never half old and half new), then their call relations, then their catalog records. Rows whose
    embedding key is in the vector cache get their vector at once; the rest are written without one. The full-text
    index is updated: BM25 search works now. With ``summarize`` on, code rows first get their cached LLM explanations
-   (``localidx.summarize``), and after the write the summarize stage explains the rest.
+   (``localidx.explain``), and after the write the explain stage explains the rest.
 3. Fill the missing vectors, highest priority first, embedding only text the cache has never seen.
 
 **A failure costs its file only.** Reading, chunking (a chunker error, even a crashed worker process), building
@@ -74,9 +74,9 @@ class RunStats:
     chunks_reused: int = 0  # vector found in the cache
     chunks_deleted: int = 0
     chunks_pending: int = 0  # still without a vector (the run was stopped, or embedding was deferred)
-    chunks_explained: int = 0  # summarize: explanations the LLM wrote this run
-    explain_failures: int = 0  # summarize: LLM calls that failed this run
-    explain_pending: int = 0  # summarize: code chunks still waiting for an explanation
+    chunks_explained: int = 0  # explain stage: explanations the LLM wrote this run
+    explain_failures: int = 0  # explain stage: LLM calls that failed this run
+    explain_pending: int = 0  # explain stage: code chunks still waiting for an explanation
     duration_s: float = 0.0
     write_s: float = 0.0
     embed_s: float = 0.0
@@ -163,7 +163,7 @@ def sync_work_tree(index: Index, root: Path, settings: Settings, only: list[str]
     between embedding batches: when it returns True the pass ends with vectors still pending, to be filled by a
     later pass. After a rebuild ``index`` holds the new generation."""
     from localidx.store.relations import Relations
-    from localidx.summarize import open_explainer
+    from localidx.explain import open_explainer
 
     progress = progress or (lambda *a, **k: None)
     stats = RunStats(model=index.embedder.model_id, started_at=time.time())

@@ -2,7 +2,7 @@
 a hosted API), written with the standard library only.
 
 Nothing in the core flow (discover -> ... -> retrieve) needs it. Its users are the retrieval pipeline (query
-translation, query compression, query rewrites, ``ask``'s answer) and the optional summarize stage of the indexer
+translation, query compression, query rewrites, ``ask``'s answer) and the optional explain stage of the indexer
 (``explain_chunk``). The prompts live in ``localidx/data/prompts.toml``, not here.
 
 Invariants:

@@ -5,7 +5,7 @@ dry run (``dryrun``). This module is what the worker processes import (the forks
 chunker), so it stays free of LanceDB and the writer.
 
 ``map_files`` runs a job function over files on a pool of processes and yields results in job order. A job that
-raises is already turned into a result by the job function (``chunk_changed_file`` and ``summarize_file`` never
+raises is already turned into a result by the job function (``chunk_changed_file`` and ``count_file`` never
 raise); a job that kills its process (a crash in a native parser, the kernel's OOM killer) breaks the pool, and
 a batch that runs past ``BATCH_TIMEOUT_S`` has its pool killed: either way every job that was in flight runs again
 alone, so that the one that kills its process again, or runs past ``ALONE_TIMEOUT_S``, is found and given
@@ -41,8 +41,8 @@ class ChunkedFile:
 
 
 @dataclass
-class FileSummary:
-    """What the dry run learns about one file (small, so that it crosses process boundaries cheaply)."""
+class FileCounts:
+    """What the dry run counts in one file (small, so that it crosses process boundaries cheaply)."""
 
     path: str
     language: str = ""
@@ -70,7 +70,7 @@ def read_file(abs_path: str) -> tuple[os.stat_result, bytes] | None:
 
     try:
         st = os.stat(abs_path)
-        _text, data, _bad = read_source(Path(abs_path))
+        data = read_source(Path(abs_path))
     except (OSError, LocalidxError):
         return None
     return st, data
@@ -112,30 +112,30 @@ def crashed_chunking(job: tuple[str, str, str, Settings], reason: str) -> Chunke
                        skipped=result.skipped)
 
 
-def summarize_file(job: tuple[str, str, Settings, frozenset | None]) -> FileSummary:
+def count_file(job: tuple[str, str, Settings, frozenset | None]) -> FileCounts:
     """Worker for the dry run: chunk one file and count what came out."""
     from localidx.chunk import chunk_file
 
     path, abs_path, settings, kinds = job
     read = read_file(abs_path)
     if read is None:
-        return FileSummary(path=path, skipped="unreadable")
-    return _summary(path, chunk_file(path, read[1], settings), kinds)
+        return FileCounts(path=path, skipped="unreadable")
+    return _counts(path, chunk_file(path, read[1], settings), kinds)
 
 
-def crashed_summary(job: tuple[str, str, Settings, frozenset | None], reason: str) -> FileSummary:
+def crashed_count(job: tuple[str, str, Settings, frozenset | None], reason: str) -> FileCounts:
     from localidx.chunk import unparsed_file
 
     path, abs_path, settings, kinds = job
     read = read_file(abs_path)
     if read is None:
-        return FileSummary(path=path, skipped="unreadable")
-    return _summary(path, unparsed_file(path, read[1], settings, reason), kinds)
+        return FileCounts(path=path, skipped="unreadable")
+    return _counts(path, unparsed_file(path, read[1], settings, reason), kinds)
 
 
-def _summary(path: str, result, kinds: frozenset | None) -> FileSummary:
+def _counts(path: str, result, kinds: frozenset | None) -> FileCounts:
     counts = Counter(c.kind for c in result.chunks if kinds is None or c.kind in kinds)
-    return FileSummary(path=path, language=result.language, skipped=result.skipped, chunks_by_kind=dict(counts),
+    return FileCounts(path=path, language=result.language, skipped=result.skipped, chunks_by_kind=dict(counts),
                        symbols=result.symbols, size=result.size, errors=result.errors,
                        invalid_utf8=result.invalid_utf8, redactions=result.redactions)
 

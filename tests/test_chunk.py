@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from localidx import tokens
 from localidx.chunk import chunk_file
 from localidx.config import Settings
@@ -215,3 +217,24 @@ def test_code_summary_for_route_files_lists_endpoints():
     assert handler.tags["is_api_endpoint"] is True and handler.tags["has_async"] is True
     assert handler.tags["priority"] == 10
     assert "Endpoint: GET /users/{user_id}" in handler.search_text.split("\n", 1)[0]
+
+
+BOM_SOURCES = {
+    "svc/app.py": b'"""Doc."""\nimport os\n\n\ndef alpha(x):\n    return x + 1\n\n\nclass Beta:\n    def gamma(self):\n        return 2\n',
+    "docs/guide.md": b"# Title\n\nSome text here.\n\n## Sub\n\nMore.\n",
+    "pyproject.toml": b"[tool]\nname = \'x\'\n\n[other]\nv = 1\n",
+    "web/app.js": b"export function alpha(x) {\n  return x + 1;\n}\n\nclass Beta {\n  gamma() { return 2; }\n}\n",
+    "notes.txt": b"hello\nworld\n",
+}
+
+
+@pytest.mark.parametrize("path", sorted(BOM_SOURCES))
+def test_a_byte_order_mark_changes_no_chunk(path):
+    """Editors on Windows save files with a UTF-8 byte-order mark; it must not change a chunk's text, kind, symbol
+    or id (it once turned a Markdown file's first heading into body text and a TOML table into a key)."""
+    data = BOM_SOURCES[path]
+    plain = [c.to_dict() for c in chunk_file(path, data, SETTINGS).chunks]
+    marked = [c.to_dict() for c in chunk_file(path, b"\xef\xbb\xbf" + data, SETTINGS).chunks]
+    assert plain
+    assert [(c["id"], c["kind"], c["symbol"], c["text"]) for c in marked] == \
+           [(c["id"], c["kind"], c["symbol"], c["text"]) for c in plain]

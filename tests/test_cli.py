@@ -64,6 +64,21 @@ def test_chunks_json_records_have_the_promised_fields(repo):
     assert handler["tags"]["http_path"] == "/users" and handler["tags"]["http_method"] == "GET"
 
 
+def test_a_file_saved_with_a_byte_order_mark_chunks_like_the_same_file_without_one(repo):
+    plain = json.loads(run(repo, "chunks", "app/api.py", "README.md", "--json").stdout)
+    for rel in ("app/api.py", "README.md"):
+        (repo / rel).write_bytes(b"\xef\xbb\xbf" + (repo / rel).read_bytes())
+    proc = run(repo, "chunks", "app/api.py", "README.md", "--json")
+    assert proc.returncode == 0, proc.stderr
+    marked = json.loads(proc.stdout)
+    spans = ("start_byte", "end_byte")
+    assert [{k: v for k, v in r.items() if k not in spans} for r in marked] == \
+           [{k: v for k, v in r.items() if k not in spans} for r in plain]
+    assert not any("\ufeff" in r["text"] for r in marked)
+    # Byte spans stay those of the file as it is on disk: three bytes further on.
+    assert [r["end_byte"] - 3 for r in marked] == [r["end_byte"] for r in plain]
+
+
 @pytest.mark.parametrize("args, needle", [
     (("chunks", "missing.py"), "no such file"),
     (("chunks", "app"), "is a directory"),

@@ -463,7 +463,7 @@ def _check(frame: bytes, response: dict) -> None:
         sent = None
     sent_id = sent.get("id") if isinstance(sent, dict) else None
     if "error" in response:
-        assert isinstance(response["error"]["code"], int) and response["error"]["message"]
+        assert response["error"]["code"] in protocol.ERROR_NAMES and response["error"]["message"]
         assert "\n" not in response["error"]["message"]
         if sent is None:
             assert response["id"] is None

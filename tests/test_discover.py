@@ -10,7 +10,7 @@ import pytest
 
 from localidx import gitrepo
 from localidx.config import Settings
-from localidx.discover import SKIP_REASONS, check_content, discover, find_root, read_source
+from localidx.discover import SKIP_REASONS, check_content, decode_source, discover, find_root, read_source
 from localidx.errors import UsageError
 from conftest import git, init_repo as make_repo, write_files as write
 
@@ -122,8 +122,7 @@ def test_filename_with_quote_space_and_non_ascii(tmp_path):
     repo = make_repo(tmp_path / "r", {"it's a file.py": "q = 1\n", "café.py": "c = 1\n"}, {"new 'one'.py": "n\n"})
     d = discover(repo, DEFAULT)
     assert listed(d) == ["café.py", "it's a file.py", "new 'one'.py"]
-    text, _, _ = read_source(d.files[1].abs_path)
-    assert text == "q = 1\n"
+    assert read_source(d.files[1].abs_path) == b"q = 1\n"
 
 
 
@@ -349,8 +348,7 @@ def test_only_restricts_to_paths_and_directories(tmp_path, plain):
 
 def test_png_is_binary(tmp_path):
     (tmp_path / "logo.png").write_bytes(png_bytes())
-    _, data, _ = read_source(tmp_path / "logo.png")
-    assert check_content("assets/logo.png", data, DEFAULT) == "binary"
+    assert check_content("assets/logo.png", read_source(tmp_path / "logo.png"), DEFAULT) == "binary"
 
 
 def test_minified_javascript(tmp_path):
@@ -387,18 +385,21 @@ def test_skip_reasons_are_the_documented_set():
 def test_read_source_invalid_utf8(tmp_path):
     raw = b"name = '\xff\xfeabc'\nok = 1\n"
     (tmp_path / "latin.py").write_bytes(raw)
-    text, data, invalid = read_source(tmp_path / "latin.py")
-    assert invalid is True
+    data = read_source(tmp_path / "latin.py")
     assert data == raw
-    assert "\ufffd" in text
-    assert text.endswith("ok = 1\n")
+    source = decode_source(data)
+    assert source.invalid_utf8 is True
+    assert "\ufffd" in source.text
+    assert source.text.endswith("ok = 1\n")
 
 
 def test_read_source_valid_utf8_and_bom(tmp_path):
     (tmp_path / "u.py").write_bytes("\ufeffs = 'héllo'\n".encode())
-    text, data, invalid = read_source(tmp_path / "u.py")
-    assert (text, invalid) == ("s = 'héllo'\n", False)
+    data = read_source(tmp_path / "u.py")
     assert data.startswith(b"\xef\xbb\xbf")
+    source = decode_source(data)
+    assert (source.text, source.invalid_utf8, source.start) == ("s = 'héllo'\n", False, 3)
+    assert decode_source(data[3:]).text == source.text
 
 
 def test_read_source_unreadable_raises_usage_error(tmp_path):

@@ -80,19 +80,6 @@ def _colliding_word(word: str) -> str:
     raise AssertionError("no collision found")
 
 
-# -- fusion ---------------------------------------------------------------------------------------------------
-
-
-def test_fusion_arithmetic():
-    from localidx.retrieve import fusion
-
-    assert fusion.normalize({"a": 7.0}) == {"a": 1.0}  # a single hit is the best hit
-    assert fusion.normalize({"a": 3.0, "b": 1.0, "c": 2.0}) == {"a": 1.0, "b": 0.0, "c": 0.5}
-    fused = fusion.linear({"a": 1.0, "b": 0.5}, {"b": 1.0, "c": 1.0}, vector_weight=0.25)
-    assert fused == {"a": 0.25, "b": 0.875, "c": 0.75}  # a missing arm counts 0, the union is kept
-    assert fusion.rrf(["a", "b"], ["b"]) == {"a": 1 / 61, "b": 1 / 62 + 1 / 61}
-
-
 # -- finding things -------------------------------------------------------------------------------------------
 
 
@@ -116,16 +103,25 @@ def test_identifier_queries_find_the_other_spelling(indexed, query, expected):
     assert expected in _paths(search(open_(), query, k=5, mode="bm25"))
 
 
-@pytest.mark.parametrize("query", [
-    '"verify token"', "verify:token", "(verify) AND token*", "it's", "verify\\token", "-- OR NOT", "token~2 ^3",
-    "über token",
+TOKEN_FILES = {"src/auth.py", "web/client.js"}
+
+
+@pytest.mark.parametrize("query, found", [
+    ('"verify token"', {"src/auth.py"}), ("verify:token", {"src/auth.py"}), ("(verify) AND token*", {"src/auth.py"}),
+    ("verify\\token", {"src/auth.py"}), ("token~2 ^3", TOKEN_FILES), ("über token", TOKEN_FILES),
+    ("it's", None), ("-- OR NOT", None),
 ])
-def test_any_user_text_is_a_valid_query(indexed, query):
+def test_any_user_text_is_a_valid_query(indexed, query, found):
+    """Full-text syntax in user text (quotes, operators, wildcards, escapes, fuzziness) is read as plain words: it
+    neither fails nor stops the words from finding their chunk."""
     _root, _settings_, open_ = indexed
     index = open_()
-    for mode in ("bm25", "hybrid"):
-        results = search(index, query, mode=mode)
-        assert isinstance(results, list)
+    bm25, hybrid = search(index, query, mode="bm25"), search(index, query, mode="hybrid")
+    if found:
+        assert bm25[0].path in found and bm25[0].bm25_score is not None
+        assert hybrid[0].path in found
+    else:  # only stopwords and punctuation: no word for BM25, and the vector arm still answers
+        assert hybrid and all(m.bm25_score is None and m.vector_score is not None for m in hybrid)
 
 
 @pytest.mark.parametrize("query", ['"', "?!", "-- --"])
@@ -203,11 +199,12 @@ def test_modes_restrict_to_one_arm(indexed):
 def test_results_are_unique_and_sorted(indexed, fusion):
     _root, _settings_, open_ = indexed
     matches = search(open_(), "verify token session user", k=20, fusion=fusion)
+    assert len(matches) >= 5  # enough to have an order to check
     assert len({m.id for m in matches}) == len(matches)
     scores = [m.score for m in matches]
     assert scores == sorted(scores, reverse=True)
     json.dumps([m.to_dict() for m in matches])  # JSON-ready, tags decoded to a dict
-    assert all(isinstance(m.tags, dict) for m in matches)
+    assert all("priority" in m.tags for m in matches)
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])

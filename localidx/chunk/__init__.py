@@ -95,13 +95,13 @@ def unparsed_file(path: str, data: bytes, settings, reason: str) -> FileChunks:
     text (redacted), so it stays searchable; skipped as ``chunking-failed`` if even that fails."""
     from localidx.chunk.finalize import finalize
     from localidx.chunk.windows import chunk_windows
+    from localidx.discover import decode_source
     from localidx.languages import language_for_path, text_type
     from localidx.redact import redact
 
     result = FileChunks(path=path, size=len(data), errors=[reason])
     try:
-        text = data.decode("utf-8", errors="replace")
-        red_text, redactions = redact(text)
+        red_text, redactions = redact(decode_source(data).text)
         result.redactions = len(redactions)
         lines = [line[:-1] if line.endswith("\r") else line for line in red_text.split("\n")]
         spec = language_for_path(path)
@@ -125,7 +125,7 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
     from localidx.chunk.docs import check_docs, chunk_markdown
     from localidx.chunk.finalize import finalize
     from localidx.chunk.windows import chunk_windows
-    from localidx.discover import check_content
+    from localidx.discover import check_content, decode_source
     from localidx.languages import language_for_path, text_type
     from localidx.redact import redact, redact_env
 
@@ -134,11 +134,9 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
     if reason:
         result.skipped = reason
         return result
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("utf-8", errors="replace")
-        result.invalid_utf8 = True
+    source = decode_source(data)
+    text = source.text
+    result.invalid_utf8 = source.invalid_utf8
     spec = language_for_path(path)
     config_lang = config_language(path)
     is_markdown = PurePosixPath(path).suffix[1:].lower() in MARKDOWN_EXTENSIONS
@@ -149,7 +147,8 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
     chunks: list[Chunk] = []
     if spec is not None:
         ctx.language = result.language = spec.name
-        chunks = _chunk_source(path, spec, data, lines, settings, ctx, result)
+        # The parser reads the bytes of the text (past a byte-order mark), so a mark cannot change a symbol.
+        chunks = _chunk_source(path, spec, data[source.start:], lines, settings, ctx, result)
         if result.skipped:
             return result
     elif is_markdown:

@@ -131,8 +131,8 @@ def checkout(url: str, ref: str, clones: Path, slug: str) -> tuple[Path, str]:
 
 def repo_settings(root: Path, model: str):
     """A repository's settings for the org index: its own config files (``.localidx.toml``, ``[tool.localidx]``) and
-    the job's model; the submitting machine's ``LOCALIDX_*`` variables do not apply, and summaries (an LLM per chunk)
-    are off."""
+    the job's model; the submitting machine's ``LOCALIDX_*`` variables do not apply, and LLM explanations
+    (``summarize``: an LLM call per chunk) are off."""
     from localidx.config import load_settings
 
     return load_settings(root, env={}, overrides={"embed_model": model}).replace(summarize=False, workers=1)

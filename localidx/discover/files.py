@@ -10,6 +10,7 @@ headers) are ``check_content``'s job, called by the chunker on bytes it has alre
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 import posixpath
@@ -226,10 +227,30 @@ def file_kind(mode: int) -> str:
     return "not a file"
 
 
-def read_source(abs_path: Path) -> tuple[str, bytes, bool]:
-    """(text, raw bytes, invalid_utf8) for a file. Invalid UTF-8 is replaced with U+FFFD and flagged; a leading
-    byte-order mark is dropped from the text. Raises UsageError with a one-line message when the file cannot be read,
-    and for anything that is not a regular file (a FIFO would block the read forever, a device never end it).
+@dataclass(frozen=True)
+class SourceText:
+    """A file's bytes as text (``decode_source``)."""
+
+    text: str  # a leading UTF-8 byte-order mark dropped; bytes that are not UTF-8 replaced with U+FFFD
+    invalid_utf8: bool  # some bytes were replaced
+    start: int  # the byte of the data where the text begins: past the byte-order mark, else 0
+
+
+def decode_source(data: bytes) -> SourceText:
+    """``data`` as text, the one way every reader of file content decodes it (the chunker included), so a file
+    with a byte-order mark reads exactly like the same file without one."""
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    body = data[start:] if start else data
+    try:
+        return SourceText(body.decode("utf-8"), False, start)
+    except UnicodeDecodeError:
+        return SourceText(body.decode("utf-8", errors="replace"), True, start)
+
+
+def read_source(abs_path: Path) -> bytes:
+    """A file's bytes (``decode_source`` reads them as text). Raises UsageError with a one-line message when the
+    file cannot be read, and for anything that is not a regular file (a FIFO would block the read forever, a device
+    never end it).
     """
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; what was opened is checked before anything is read,
@@ -250,13 +271,7 @@ def read_source(abs_path: Path) -> tuple[str, bytes, bool]:
     finally:
         if fd >= 0:
             os.close(fd)
-    try:
-        text, invalid = data.decode("utf-8"), False
-    except UnicodeDecodeError:
-        text, invalid = data.decode("utf-8", errors="replace"), True
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return text, data, invalid
+    return data
 
 
 def _os_reason(exc: OSError) -> str:

@@ -83,10 +83,10 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
     label_repos = label_repos or len(sources) > 1
     root = sources[0].root if len(sources) == 1 else None
     settings = settings or (sources[0].index.settings if sources else None)
-    name, prof = get_profile(profile or (settings.profile if settings else None), root)
-    params = _guard.check(name, prof, query, top_k=top_k, max_tokens=max_tokens, conversation=conversation_context,
+    name, table = get_profile(profile or (settings.profile if settings else None), root)
+    params = _guard.check(name, table, query, top_k=top_k, max_tokens=max_tokens, conversation=conversation_context,
                           locale=locale, language=language, path_glob=path_glob, kind=kind)
-    values = params.values
+    prof = params.profile
     warnings = list(params.warnings)
     applied = [f"profile:{name}", "sanitize", "guard"]
     raw_query = params.query
@@ -109,10 +109,10 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
                          INDEX_NOT_READY, {}, clock, root)
 
     queries = [question]
-    if values["multiQuery"] and values["queries"] > 1:
-        queries += transforms.sub_queries(question, analysis, values["queries"] - 1)
-        queries += _llm_rewrites(question, values["queries"] - len(queries), settings, applied, warnings)
-    matches = _search_all(ready, queries, values, params, label_repos)
+    if prof.multi_query and prof.queries > 1:
+        queries += transforms.sub_queries(question, analysis, prof.queries - 1)
+        queries += _llm_rewrites(question, prof.queries - len(queries), settings, applied, warnings)
+    matches = _search_all(ready, queries, params, label_repos)
     from localidx.retrieve.search import rank_files
 
     files = rank_files(matches, FILES_SHOWN)
@@ -121,34 +121,34 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
         applied.append("multi-query")
     clock.lap("search")
 
-    if values["minScore"] > 0:
+    if prof.min_score > 0:
         before = len(matches)
-        matches = [m for m in matches if m["score"] >= values["minScore"]]
+        matches = [m for m in matches if m["score"] >= prof.min_score]
         if before != len(matches):
             applied.append("min-score")
     rerank_applied = False
-    if values["rerank"] and matches:
+    if prof.rerank and matches:
         from localidx.retrieve.rerank import rerank
 
-        matches = rerank(matches, values, analysis)
+        matches = rerank(matches, prof, analysis)
         applied.append("rerank:code-aware")
         rerank_applied = True
-    matches = matches[: values["topK"]]
+    matches = matches[: prof.top_k]
     clock.lap("rerank")
 
-    if values["neighborStrategy"] != "OFF" and values["neighborLimit"] > 0 and matches:
-        matches = _expand(ready, matches, values, label_repos)
-        applied.append(f"neighbors:{values['neighborStrategy']}")
+    if prof.neighbor_strategy != "OFF" and prof.neighbor_limit > 0 and matches:
+        matches = _expand(ready, matches, prof, label_repos)
+        applied.append(f"neighbors:{prof.neighbor_strategy}")
     clock.lap("expand")
 
     stats: dict = {"candidates": len(matches)}
-    if values["autoMerge"] and matches:
+    if prof.auto_merge and matches:
         from localidx.retrieve.merge import auto_merge
 
-        budget = min(values["mergeTokens"], values["maxContextTokens"] - values["answerReserveTokens"])
+        budget = min(prof.merge_tokens, prof.max_context_tokens - prof.answer_reserve_tokens)
         if budget < 64:
-            warnings.append(f"auto-merge skipped: maxContextTokens {values['maxContextTokens']} leaves no room for "
-                            f"windows after answerReserveTokens {values['answerReserveTokens']}")
+            warnings.append(f"auto-merge skipped: maxContextTokens {prof.max_context_tokens} leaves no room for "
+                            f"windows after answerReserveTokens {prof.answer_reserve_tokens}")
         else:
             matches, merge_stats = auto_merge(matches, budget)
             stats.update(merge_stats, windowBudget=budget)
@@ -158,11 +158,11 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
     if matches:
         from localidx.retrieve.merge import fit_budget
 
-        matches, budget_stats = fit_budget(matches, values["maxContextTokens"])
+        matches, budget_stats = fit_budget(matches, prof.max_context_tokens)
         stats.update(budget_stats)
         applied.append("context-budget")
         if budget_stats["truncated"]:
-            warnings.append(f"the best match alone is over maxContextTokens {values['maxContextTokens']}: "
+            warnings.append(f"the best match alone is over maxContextTokens {prof.max_context_tokens}: "
                             "its text was cut to fit")
     clock.lap("budget")
     _add_relations(ready, matches, label_repos)
@@ -226,25 +226,26 @@ def _llm_rewrites(question: str, count: int, settings, applied: list[str], warni
     return rewrites[:count]
 
 
-def _search_all(sources: list[Source], queries: list[str], values: dict, params, label: bool) -> list[dict]:
+def _search_all(sources: list[Source], queries: list[str], params, label: bool) -> list[dict]:
     from localidx.retrieve.search import FILES_FROM, search_sources
 
+    profile = params.profile
     merged: dict[tuple, dict] = {}
     order: list[tuple] = []
     floor = None  # the question's lowest score: a sub-query's match never starts above it
     # One search over every source, so scores are comparable across repositories (search_sources); as many
     # candidates per source as one repository gets.
-    k = values["topK"] * len(sources)
+    k = profile.top_k * len(sources)
     for position, text in enumerate(queries):
         if position > 0 and not _guard.has_words(text):
             continue
         found: list[dict] = []
-        mode = "hybrid" if position == 0 else values["subQueryMode"]
+        mode = "hybrid" if position == 0 else profile.sub_query_mode
         # The question's own search goes deeper than topK: the response's files view ranks what it found.
         depth = max(k, FILES_FROM) if position == 0 else k
         for name, match in search_sources([(s.name, s.index, s.table) for s in sources], text, k=depth, mode=mode,
                                           language=params.language, path_glob=params.path_glob, kind=params.kind,
-                                          fetch=values["candidates"] if position == 0 else None):
+                                          fetch=profile.candidates if position == 0 else None):
             item = match.to_dict()
             if label:
                 item["repo"] = name
@@ -266,17 +267,17 @@ def _search_all(sources: list[Source], queries: list[str], values: dict, params,
             merged[key] = item
             order.append(key)
         if position == 0 and order:
-            floor = min(merged[key]["score"] for key in order[: values["topK"]])
+            floor = min(merged[key]["score"] for key in order[: profile.top_k])
     return [merged[key] for key in order]
 
 
-def _expand(sources: list[Source], matches: list[dict], values: dict, label: bool) -> list[dict]:
+def _expand(sources: list[Source], matches: list[dict], profile, label: bool) -> list[dict]:
     from localidx.retrieve.expand import expand
     from localidx.retrieve.search import Staleness
 
     if len(sources) == 1:
         source = sources[0]
-        out, _added = expand(matches, values, source.index.store, source.table, Staleness(source.index),
+        out, _added = expand(matches, profile, source.index.store, source.table, Staleness(source.index),
                              _relations(source.index))
         return out
     # Several repositories: each hit is expanded within its own; the added chunks keep their hit's place.
@@ -286,7 +287,7 @@ def _expand(sources: list[Source], matches: list[dict], values: dict, label: boo
         own = [m for m in out if m.get("repo") == name]
         if not own:
             continue
-        expanded, _added = expand(own, values, source.index.store, source.table, Staleness(source.index),
+        expanded, _added = expand(own, profile, source.index.store, source.table, Staleness(source.index),
                                   _relations(source.index))
         new = {m["id"]: m for m in expanded if m["id"] not in {o["id"] for o in own}}
         if not new:
@@ -337,7 +338,7 @@ def _response(matches, params, profile, raw_query, question, analysis, sub_queri
         for key in _INTERNAL:
             match.pop(key, None)
     prompt = augmented_prompt(question, matches, repo_name)
-    instructions = render_template(_template_text(params.values["template"], root, warnings),
+    instructions = render_template(_template_text(params.profile.template, root, warnings),
                                    {"rawQuery": raw_query, "repoName": repo_name, "locale": params.locale,
                                     "augmentedPrompt": prompt}, warnings)
     missing = missing_terms(analysis, matches)

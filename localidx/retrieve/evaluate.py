@@ -101,12 +101,12 @@ def evaluate(index, queries: list[dict], mode: str = "hybrid", fusion: str | Non
     report["mrr"] = mean("rr")
     if profile:
         report["profile"] = profile
-        report["pack"] = _pack_summary(packs)
+        report["pack"] = _pack_figures(packs)
     report["per_query"] = per_query
     return report
 
 
-def _pack_summary(stats: list[dict]) -> dict:
+def _pack_figures(stats: list[dict]) -> dict:
     """Means over the packs, and auto-merge's totals: windows and tokens before and after merging."""
     n = len(stats) or 1
 

@@ -20,8 +20,12 @@ already in the list (same id or same content) is not added again.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from localidx.retrieve.guard import EXPANSION_CAP
+
+if TYPE_CHECKING:
+    from localidx.retrieve.profiles import Profile
 
 log = logging.getLogger(__name__)
 
@@ -91,16 +95,16 @@ def _call_graph(hit: dict, relations, store, table, per_hit: int) -> list[dict]:
     return [rows[i] for i in ids if i in rows]
 
 
-def expand(matches: list[dict], values: dict, store, table, staleness, relations=None) -> tuple[list[dict], int]:
+def expand(matches: list[dict], profile: Profile, store, table, staleness, relations=None) -> tuple[list[dict], int]:
     """(the matches with neighbours inserted after their hits, how many were added)."""
     from localidx.retrieve.search import match_from_row
 
-    strategy = values["neighborStrategy"]
-    limit = min(values["neighborLimit"], EXPANSION_CAP)
-    hits = matches[: values["neighborHits"]]
+    strategy = profile.neighbor_strategy
+    limit = min(profile.neighbor_limit, EXPANSION_CAP)
+    hits = matches[: profile.neighbor_hits]
     if strategy == "OFF" or limit <= 0 or not hits:
         return matches, 0
-    radius = max(1, values["neighborRadius"])
+    radius = max(1, profile.neighbor_radius)
     by_path = _file_rows(table, sorted({h["path"] for h in hits})) if strategy in ("LINEAR", "PARENT_SYMBOL") else {}
     seen_ids = {m["id"] for m in matches}
     seen_content = {m.get("content_hash") for m in matches if m.get("content_hash")}

@@ -24,6 +24,7 @@ from functools import lru_cache
 
 from localidx import protocol
 from localidx.errors import UsageError
+from localidx.retrieve.profiles import DEFAULT_PROFILE, Profile, load_profiles, read_wire, wire_name
 from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
@@ -34,57 +35,55 @@ SUB_QUERY_MODES = ("bm25", "hybrid")
 MAX_QUERY_CHARS = protocol.MAX_QUERY_CHARS  # one limit for every path (defined with the protocol, which documents it)
 MAX_TURNS = 6  # conversation turns looked at (the most recent ones)
 
-# field: (section, type, (lowest, highest) or None). Defaults come from the `balanced` profile.
-LIMITS: dict[str, tuple[str, type, tuple | None]] = {
-    "topK": ("retrieval", int, (1, 40)),
-    "candidates": ("retrieval", int, (10, 300)),
-    "minScore": ("retrieval", float, (0.0, 1.0)),
-    "multiQuery": ("retrieval", bool, None),
-    "queries": ("retrieval", int, (1, 6)),
-    "maxQueries": ("retrieval", int, (1, 6)),
-    "subQueryMode": ("retrieval", str, SUB_QUERY_MODES),
-    "rerank": ("postprocess", bool, None),
-    "rerankTopN": ("postprocess", int, (1, 40)),
-    "headMultiplier": ("postprocess", float, (1.0, 4.0)),
-    "languageBonus": ("postprocess", float, (-1.0, 1.0)),
-    "symbolBonus": ("postprocess", float, (-1.0, 1.0)),
-    "testFactor": ("postprocess", float, (0.0, 1.0)),
-    "pathFactor": ("postprocess", float, (0.0, 1.0)),
-    "denyPrefixes": ("postprocess", list, (0, 100)),
-    "allowPrefixes": ("postprocess", list, (0, 100)),
-    "kindBonus": ("postprocess", dict, (-1.0, 1.0)),
-    "maxPerFile": ("postprocess", int, (1, 40)),
-    "maxPerSymbol": ("postprocess", int, (1, 40)),
-    "neighborStrategy": ("postprocess", str, STRATEGIES),
-    "neighborRadius": ("postprocess", int, (0, 5)),
-    "neighborHits": ("postprocess", int, (0, 10)),
-    "neighborLimit": ("postprocess", int, (0, 12)),
-    "autoMerge": ("postprocess", bool, None),
-    "mergeTokens": ("postprocess", int, (64, 4000)),
-    "maxContextTokens": ("postprocess", int, (256, 4000)),
-    "answerReserveTokens": ("generation", int, (0, 4000)),
-    "maxAnswerTokens": ("generation", int, (16, 8192)),
-    "temperature": ("generation", float, (0.0, 2.0)),
-    "template": ("generation", str, None),
+# Profile field: (type, (lowest, highest) or the allowed values, or None). Defaults come from the `balanced` profile.
+# Messages name each field as users write it (``profiles.wire_name``: ``top_k`` is ``topK``).
+LIMITS: dict[str, tuple[type, tuple | None]] = {
+    "top_k": (int, (1, 40)),
+    "candidates": (int, (10, 300)),
+    "min_score": (float, (0.0, 1.0)),
+    "multi_query": (bool, None),
+    "queries": (int, (1, 6)),
+    "max_queries": (int, (1, 6)),
+    "sub_query_mode": (str, SUB_QUERY_MODES),
+    "rerank": (bool, None),
+    "rerank_top_n": (int, (1, 40)),
+    "head_multiplier": (float, (1.0, 4.0)),
+    "language_bonus": (float, (-1.0, 1.0)),
+    "symbol_bonus": (float, (-1.0, 1.0)),
+    "test_factor": (float, (0.0, 1.0)),
+    "path_factor": (float, (0.0, 1.0)),
+    "deny_prefixes": (list, (0, 100)),
+    "allow_prefixes": (list, (0, 100)),
+    "kind_bonus": (dict, (-1.0, 1.0)),
+    "max_per_file": (int, (1, 40)),
+    "max_per_symbol": (int, (1, 40)),
+    "neighbor_strategy": (str, STRATEGIES),
+    "neighbor_radius": (int, (0, 5)),
+    "neighbor_hits": (int, (0, 10)),
+    "neighbor_limit": (int, (0, 12)),
+    "auto_merge": (bool, None),
+    "merge_tokens": (int, (64, 4000)),
+    "max_context_tokens": (int, (256, 4000)),
+    "answer_reserve_tokens": (int, (0, 4000)),
+    "max_answer_tokens": (int, (16, 8192)),
+    "temperature": (float, (0.0, 2.0)),
+    "template": (str, None),
 }
 
 
 @dataclass
 class Params:
-    """The checked parameters of one pipeline run: the profile's values by field name, plus the request."""
+    """The checked parameters of one pipeline run: the profile's name and values, plus the request."""
 
-    profile: str
+    profile_name: str
+    profile: Profile
     query: str
-    values: dict
     conversation: list[str] = field(default_factory=list)
     locale: str = "en"
     language: str | None = None
     path_glob: str | None = None
     kind: str | None = None
     warnings: list[str] = field(default_factory=list)
-
-    def __getitem__(self, name: str):
-        return self.values[name]
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -213,10 +212,11 @@ def _report(profile: str, name: str, requested, applied, warnings: list[str]) ->
     warnings.append(f"guard: {name} {requested!r} clamped to {applied!r} (profile {profile})")
 
 
-def check(profile_name: str, profile: dict, query, *, top_k=None, max_tokens=None, conversation=None,
+def check(profile_name: str, table: dict, query, *, top_k=None, max_tokens=None, conversation=None,
           locale=None, language=None, path_glob=None, kind=None) -> Params:
-    """Sanitise and clamp one request against its profile; ``UsageError`` for what cannot be fixed (an empty
-    question, an unknown kind, a neighbour strategy that does not exist)."""
+    """Sanitise and clamp one request against its profile (``table``: the wire form ``profiles.get_profile``
+    returns) into a ``Profile``; ``UsageError`` for what cannot be fixed (an empty question, an unknown kind, a
+    neighbour strategy that does not exist)."""
     warnings: list[str] = []
     if not isinstance(query, str):
         raise UsageError("the question must be a string")
@@ -227,22 +227,21 @@ def check(profile_name: str, profile: dict, query, *, top_k=None, max_tokens=Non
     require_words(query, "the question")
 
     defaults = _balanced_defaults()
+    written = read_wire(table)
     values: dict = {}
-    for name, (section, type_, _limits) in LIMITS.items():
-        raw = profile.get(section, {}).get(name, defaults[name])
-        value = _coerce(name, type_, raw, defaults[name], warnings)
-        values[name] = value
-    requested = {"topK": top_k, "maxContextTokens": max_tokens}
+    for name, (type_, _limits) in LIMITS.items():
+        values[name] = _coerce(wire_name(name), type_, written.get(name, defaults[name]), defaults[name], warnings)
+    requested = {"top_k": top_k, "max_context_tokens": max_tokens}
     for name, value in requested.items():
         if value is not None:
-            values[name] = _coerce(name, int, value, values[name], warnings)
-    for name, (_section, _kind, limits) in LIMITS.items():
-        values[name] = _clamp(profile_name, name, values[name], limits, warnings)
-    if values["queries"] > values["maxQueries"]:
-        _report(profile_name, "queries", values["queries"], values["maxQueries"], warnings)
-        values["queries"] = values["maxQueries"]
-    if values["neighborStrategy"] == "OFF":
-        values["neighborLimit"] = 0
+            values[name] = _coerce(wire_name(name), int, value, values[name], warnings)
+    for name, (_kind, limits) in LIMITS.items():
+        values[name] = _clamp(profile_name, wire_name(name), values[name], limits, warnings)
+    if values["queries"] > values["max_queries"]:
+        _report(profile_name, wire_name("queries"), values["queries"], values["max_queries"], warnings)
+        values["queries"] = values["max_queries"]
+    if values["neighbor_strategy"] == "OFF":
+        values["neighbor_limit"] = 0
 
     turns = []
     for i, turn in enumerate((conversation or [])[-MAX_TURNS:]):
@@ -268,16 +267,13 @@ def check(profile_name: str, profile: dict, query, *, top_k=None, max_tokens=Non
 
         if kind not in KINDS:
             raise UsageError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
-    return Params(profile=profile_name, query=query, values=values, conversation=turns, locale=locale,
-                  language=(language or None) and valid_text(language).strip(),
+    return Params(profile_name=profile_name, profile=Profile(**values), query=query, conversation=turns,
+                  locale=locale, language=(language or None) and valid_text(language).strip(),
                   path_glob=(path_glob or None) and valid_text(path_glob).strip(), kind=kind or None, warnings=warnings)
 
 
 @lru_cache(maxsize=1)
 def _balanced_defaults() -> dict:
-    """The package's ``balanced`` values by field, read once (package data). Shared: ``_clamp`` returns new lists and
-    dicts, so no run changes them."""
-    from localidx.retrieve.profiles import DEFAULT_PROFILE, load_profiles
-
-    base = load_profiles(None)[DEFAULT_PROFILE]
-    return {name: base.get(section, {}).get(name) for name, (section, _kind, _limits) in LIMITS.items()}
+    """The package's ``balanced`` values by field, as written, read once (package data). Shared: ``_coerce`` returns
+    new lists and dicts, so no run changes them."""
+    return read_wire(load_profiles(None)[DEFAULT_PROFILE])

@@ -6,13 +6,22 @@ The package's defaults live in ``localidx/data/profiles.toml``; a repository add
 ``[profiles.<name>]`` tables in ``.localidx.toml`` or ``[tool.localidx.profiles.<name>]`` in ``pyproject.toml``
 (those win, in that order). Tables merge field by field; a profile the package does not define starts from
 ``balanced``. Values are not checked here: ``localidx.retrieve.guard`` sanitises and clamps every one of them.
+
+Two forms of one profile: the *wire* form is what people write and programs read (tables ``retrieval``,
+``postprocess``, ``generation`` of camelCase keys: ``topK``, ``maxContextTokens``), the form ``load_profiles`` and
+``get_profile`` return; ``Profile`` is the checked form the pipeline runs on (snake_case attributes). ``Profile``'s
+field list is the one place where the two names of a value meet: ``read_wire`` / ``Profile.from_wire`` read the wire
+form, ``Profile.to_wire`` writes it, ``wire_name`` names a field as the user wrote it (the guard's warnings do).
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
 
 from localidx.config import read_toml, config_tables
 from localidx.errors import UsageError
@@ -20,6 +29,89 @@ from localidx.errors import UsageError
 DEFAULT_PROFILE = "balanced"
 SECTIONS = ("retrieval", "postprocess", "generation")
 _DATA = Path(__file__).resolve().parent.parent / "data" / "profiles.toml"
+
+
+def _wire(section: str, name: str):
+    return field(metadata={"section": section, "wire": name})
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The checked values of one profile (``localidx.retrieve.guard.check`` makes them; profiles.toml documents
+    each). Immutable: the prefixes are tuples and ``kind_bonus`` a read-only mapping, whatever the caller passed."""
+
+    top_k: int = _wire("retrieval", "topK")
+    candidates: int = _wire("retrieval", "candidates")
+    min_score: float = _wire("retrieval", "minScore")
+    multi_query: bool = _wire("retrieval", "multiQuery")
+    queries: int = _wire("retrieval", "queries")
+    max_queries: int = _wire("retrieval", "maxQueries")
+    sub_query_mode: str = _wire("retrieval", "subQueryMode")
+    rerank: bool = _wire("postprocess", "rerank")
+    rerank_top_n: int = _wire("postprocess", "rerankTopN")
+    head_multiplier: float = _wire("postprocess", "headMultiplier")
+    language_bonus: float = _wire("postprocess", "languageBonus")
+    symbol_bonus: float = _wire("postprocess", "symbolBonus")
+    test_factor: float = _wire("postprocess", "testFactor")
+    path_factor: float = _wire("postprocess", "pathFactor")
+    deny_prefixes: tuple[str, ...] = _wire("postprocess", "denyPrefixes")
+    allow_prefixes: tuple[str, ...] = _wire("postprocess", "allowPrefixes")
+    kind_bonus: Mapping[str, float] = _wire("postprocess", "kindBonus")
+    max_per_file: int = _wire("postprocess", "maxPerFile")
+    max_per_symbol: int = _wire("postprocess", "maxPerSymbol")
+    neighbor_strategy: str = _wire("postprocess", "neighborStrategy")
+    neighbor_radius: int = _wire("postprocess", "neighborRadius")
+    neighbor_hits: int = _wire("postprocess", "neighborHits")
+    neighbor_limit: int = _wire("postprocess", "neighborLimit")
+    auto_merge: bool = _wire("postprocess", "autoMerge")
+    merge_tokens: int = _wire("postprocess", "mergeTokens")
+    max_context_tokens: int = _wire("postprocess", "maxContextTokens")
+    answer_reserve_tokens: int = _wire("generation", "answerReserveTokens")
+    max_answer_tokens: int = _wire("generation", "maxAnswerTokens")
+    temperature: float = _wire("generation", "temperature")
+    template: str = _wire("generation", "template")
+
+    def __post_init__(self):
+        object.__setattr__(self, "deny_prefixes", tuple(self.deny_prefixes))
+        object.__setattr__(self, "allow_prefixes", tuple(self.allow_prefixes))
+        object.__setattr__(self, "kind_bonus", MappingProxyType(dict(self.kind_bonus)))
+
+    @classmethod
+    def from_wire(cls, table: Mapping) -> "Profile":
+        """A complete profile table in the wire form, as is (unchecked: ``guard.check`` is what checks); a
+        ``TypeError`` names a field the table lacks."""
+        return cls(**read_wire(table))
+
+    def to_wire(self) -> dict:
+        """The wire form: ``{section: {camelCase key: value}}``, lists and tables as TOML and JSON write them."""
+        out: dict[str, dict] = {}
+        for name, (section, wire) in WIRE_NAMES.items():
+            value = getattr(self, name)
+            if isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out.setdefault(section, {})[wire] = value
+        return out
+
+
+# field name -> (section, wire name), in field order
+WIRE_NAMES: dict[str, tuple[str, str]] = {f.name: (f.metadata["section"], f.metadata["wire"]) for f in fields(Profile)}
+
+
+def wire_name(name: str) -> str:
+    """A ``Profile`` field's name as users write it (``top_k`` -> ``topK``)."""
+    return WIRE_NAMES[name][1]
+
+
+def read_wire(table: Mapping) -> dict:
+    """``{field name: value as written}`` for each ``Profile`` field a wire-form table sets; no value is checked."""
+    out = {}
+    for name, (section, wire) in WIRE_NAMES.items():
+        part = table.get(section)
+        if isinstance(part, Mapping) and wire in part:
+            out[name] = part[wire]
+    return out
 
 
 @lru_cache(maxsize=1)

@@ -17,12 +17,17 @@ the rest move behind it, in their order. The tail keeps its order.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from localidx.retrieve.transforms import Analysis, is_test_path, last_component
 
+if TYPE_CHECKING:
+    from localidx.retrieve.profiles import Profile
 
-def head_size(values: dict) -> int:
-    return math.ceil(values["rerankTopN"] * values["headMultiplier"])
+
+def head_size(profile: Profile) -> int:
+    """How many matches the rerank reorders: ``ceil(rerankTopN * headMultiplier)``."""
+    return math.ceil(profile.rerank_top_n * profile.head_multiplier)
 
 
 def _names(match: dict) -> set[str]:
@@ -45,39 +50,39 @@ def wanted_names(analysis: Analysis) -> set[str]:
     return {n for n in names if n}
 
 
-def adjust(match: dict, values: dict, analysis: Analysis, wanted: set[str]) -> tuple[float, list[str]]:
+def adjust(match: dict, profile: Profile, analysis: Analysis, wanted: set[str]) -> tuple[float, list[str]]:
     """The match's reranked score and the reasons, one short string per applied rule."""
     score = float(match["score"])
     reasons: list[str] = []
     path = match["path"]
-    if not analysis.about_tests and values["testFactor"] != 1.0 and is_test_path(path):
-        score *= values["testFactor"]
-        reasons.append(f"test code x{values['testFactor']:g}")
-    allowed = any(path.startswith(p) for p in values["allowPrefixes"])
-    if not allowed and values["pathFactor"] != 1.0 and any(
-            path.startswith(p) or f"/{p}" in f"/{path}" for p in values["denyPrefixes"]):
-        score *= values["pathFactor"]
-        reasons.append(f"path penalty x{values['pathFactor']:g}")
-    bonus = values["kindBonus"].get(match.get("kind", ""), 0.0)
+    if not analysis.about_tests and profile.test_factor != 1.0 and is_test_path(path):
+        score *= profile.test_factor
+        reasons.append(f"test code x{profile.test_factor:g}")
+    allowed = any(path.startswith(p) for p in profile.allow_prefixes)
+    if not allowed and profile.path_factor != 1.0 and any(
+            path.startswith(p) or f"/{p}" in f"/{path}" for p in profile.deny_prefixes):
+        score *= profile.path_factor
+        reasons.append(f"path penalty x{profile.path_factor:g}")
+    bonus = profile.kind_bonus.get(match.get("kind", ""), 0.0)
     if bonus:
         score += bonus
         reasons.append(f"kind {match['kind']} {bonus:+g}")
-    if analysis.languages and match.get("language") in analysis.languages and values["languageBonus"]:
-        score += values["languageBonus"]
-        reasons.append(f"language {match['language']} {values['languageBonus']:+g}")
-    if wanted and values["symbolBonus"] and _names(match) & wanted:
-        score += values["symbolBonus"]
-        reasons.append(f"defines a named identifier {values['symbolBonus']:+g}")
+    if analysis.languages and match.get("language") in analysis.languages and profile.language_bonus:
+        score += profile.language_bonus
+        reasons.append(f"language {match['language']} {profile.language_bonus:+g}")
+    if wanted and profile.symbol_bonus and _names(match) & wanted:
+        score += profile.symbol_bonus
+        reasons.append(f"defines a named identifier {profile.symbol_bonus:+g}")
     return score, reasons
 
 
-def rerank(matches: list[dict], values: dict, analysis: Analysis) -> list[dict]:
+def rerank(matches: list[dict], profile: Profile, analysis: Analysis) -> list[dict]:
     """The matches with the head reordered (each head match gets ``rerank_score`` and ``reasons``)."""
-    size = head_size(values)
+    size = head_size(profile)
     head, tail = matches[:size], matches[size:]
     wanted = wanted_names(analysis)
     for match in head:
-        match["rerank_score"], reasons = adjust(match, values, analysis, wanted)
+        match["rerank_score"], reasons = adjust(match, profile, analysis, wanted)
         match["reasons"] = [*match.get("reasons", []), *reasons]
     head.sort(key=lambda m: -m["rerank_score"])  # stable: ties keep the search's order
     kept: list[dict] = []
@@ -86,8 +91,8 @@ def rerank(matches: list[dict], values: dict, analysis: Analysis) -> list[dict]:
     per_symbol: dict[tuple[str, str], int] = {}
     for match in head:
         key = (match["path"], match.get("symbol") or "")
-        over_file = per_file.get(match["path"], 0) >= values["maxPerFile"]
-        over_symbol = bool(key[1]) and per_symbol.get(key, 0) >= values["maxPerSymbol"]
+        over_file = per_file.get(match["path"], 0) >= profile.max_per_file
+        over_symbol = bool(key[1]) and per_symbol.get(key, 0) >= profile.max_per_symbol
         if over_file or over_symbol:
             match["reasons"].append("diversity cap: moved behind the head")
             moved.append(match)

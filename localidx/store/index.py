@@ -85,7 +85,7 @@ def open_store(paths: IndexPaths, settings: Settings, embedder, read_only: bool 
                generation: int | None = None) -> ChunkStore:
     """The ChunkStore of the work tree at ``paths`` for this model and these settings (current generation)."""
     from localidx.store.lance import ChunkStore
-    from localidx.summarize import table_variant
+    from localidx.explain import table_variant
 
     return ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only,
                       variant=table_variant(settings),

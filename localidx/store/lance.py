@@ -105,7 +105,7 @@ class ChunkStore:
     def __init__(self, db_dir: Path, worktree_key: str, model_id: str, dim: int, read_only: bool = False,
                  variant: str = "", generation: int = 0):
         """``variant``: a suffix for the chunk table's name when the rows' text depends on more than the model and
-        META_VERSION (``localidx.summarize.table_variant``); "" for the plain table. ``generation``: the work
+        META_VERSION (``localidx.explain.table_variant``); "" for the plain table. ``generation``: the work
         tree's index generation this table belongs to."""
         import lancedb
 
@@ -224,7 +224,7 @@ class ChunkStore:
 
     def set_texts(self, rows: list[dict]) -> None:
         """In one commit, rewrite rows' ``search_text``, ``bm25_text`` and ``embed_key`` (by ``id``) and clear their
-        vectors, which the indexer then fills again (the summarize stage's edit)."""
+        vectors, which the indexer then fills again (the explain stage's edit)."""
         if not rows:
             return
         full = chunk_schema(self.dim)

@@ -1,7 +1,8 @@
-"""Summarize: the optional index-time stage that gives every code chunk a short LLM explanation (the design's
-``explain_md``), added to what BM25 and the embedder read.
+"""Explain: the optional index-time stage that gives every code chunk a short LLM explanation (the design's
+``explain_md``), added to what BM25 and the embedder read. The ``summarize`` setting turns it on (the setting keeps
+its name: it is configuration users write); "summary" in the code means the chunk kind only.
 
-Place in the flow: chunk -> enrich ([META]) -> **summarize** -> embed -> store. ``indexer.sync_work_tree`` opens an
+Place in the flow: chunk -> enrich ([META]) -> **explain** -> embed -> store. ``indexer.sync_work_tree`` opens an
 ``Explainer`` only when ``summarize`` is on (and fails at once, one ``ConfigError`` line, when no ``llm_base_url``
 is set), then:
 
@@ -174,7 +175,7 @@ class ExplainCache:
 
 
 def open_explainer(index, settings: Settings) -> "Explainer | None":
-    """The summarize stage for an opened index; None when summarize is off. Raises ``ConfigError`` when it is on
+    """The explain stage for an opened index; None when summarize is off. Raises ``ConfigError`` when it is on
     without an LLM endpoint (or with a URL that is not http(s))."""
     if not settings.summarize:
         return None
@@ -188,7 +189,7 @@ def open_explainer(index, settings: Settings) -> "Explainer | None":
 
 
 class Explainer:
-    """The summarize stage of one indexing pass (see the module docstring)."""
+    """The explain stage of one indexing pass (see the module docstring)."""
 
     def __init__(self, index, settings: Settings):
         from localidx.llm import model_label

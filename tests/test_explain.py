@@ -1,4 +1,4 @@
-"""The summarize stage against a real git repository, a real LanceDB and a real HTTP stub of an LLM
+"""The explain stage (`summarize`) against a real git repository, a real LanceDB and a real HTTP stub of an LLM
 (tests/llm_stub.py): every code chunk explained once, the explanation searchable, incremental and resumable runs
 (a real SIGKILL included), an unreachable LLM that does not fail indexing, and summarize off changing nothing."""
 
@@ -24,7 +24,7 @@ from localidx.indexer import run_index, sync_work_tree
 from localidx.store.index import open_index
 from localidx.store.lance import embed_key
 from localidx.retrieve import search
-from localidx.summarize import EXPLAIN_PREFIX
+from localidx.explain import EXPLAIN_PREFIX
 
 MODULE = BILLING_MODULE
 
