@@ -17,7 +17,7 @@ import pytest
 from conftest import ScriptedServer, daemon_like
 from localidx import protocol
 from localidx.client import (Client, DaemonError, DaemonTimeout, DaemonUnavailable, VersionMismatch, connect,
-                             try_request)
+                             connect_as_is)
 from localidx.config import load_settings
 from localidx.daemon import lifecycle
 from localidx.errors import ConfigError, UsageError
@@ -169,19 +169,19 @@ def test_files_of_a_listening_daemon_are_kept(worktree):
 # -- connecting and requests ----------------------------------------------------------------------------------
 
 
-def test_without_a_daemon_connect_raises_and_try_request_returns_none(worktree):
+def test_without_a_daemon_connect_raises_and_connect_as_is_returns_none(worktree):
     root, settings, _paths = worktree
     with pytest.raises(DaemonUnavailable):
         connect(root, False, settings)
-    assert try_request(root, False, settings, "index/status") is None
+    assert connect_as_is(root, False, settings) is None
 
 
-def test_try_request_returns_the_result_of_a_running_daemon(worktree):
+def test_connect_as_is_reaches_a_running_daemon(worktree):
     root, settings, paths = worktree
     server = ScriptedServer(paths.socket, daemon_like(root))
     try:
-        assert try_request(root, False, settings, "index/reindex", {"paths": ["a.py"]}) == {
-            "echo": {"paths": ["a.py"]}}
+        with connect_as_is(root, False, settings) as client:
+            assert client.request("index/reindex", {"paths": ["a.py"]}) == {"echo": {"paths": ["a.py"]}}
     finally:
         server.close()
 
@@ -214,7 +214,7 @@ def test_a_hello_from_another_package_version_is_a_version_mismatch(worktree):
 
         with pytest.raises(VersionMismatch):
             _handshake(paths, 2.0)
-        assert try_request(root, False, settings, "index/status") is None  # hooks never restart anything
+        assert connect_as_is(root, False, settings) is None  # hooks never restart anything
     finally:
         server.close()
 
@@ -230,7 +230,7 @@ def test_a_daemon_serving_another_work_tree_is_not_used(worktree, tmp_path):
 
 
 @pytest.mark.parametrize("behaviour", ["hang up", "garbage", "wrong id", "silence"])
-def test_a_misbehaving_server_is_unavailable_and_try_request_gives_none(worktree, behaviour):
+def test_a_misbehaving_server_is_unavailable(worktree, behaviour):
     root, settings, paths = worktree
     honest = daemon_like(root)
 
@@ -247,7 +247,6 @@ def test_a_misbehaving_server_is_unavailable_and_try_request_gives_none(worktree
                 client.request("index/status")
             with pytest.raises(DaemonUnavailable, match="closed"):
                 client.request("index/status")  # closed after a failure: a late answer would be out of step
-        assert try_request(root, False, settings, "index/status", timeout=0.5) is None
     finally:
         server.close()
 
