@@ -28,6 +28,14 @@ def _settings(root: Path | None, **overrides):
     return load_settings(root, overrides)
 
 
+def _backend(root: Path, in_git: bool, settings):
+    """The work tree's operations as the CLI does them: through its daemon when one already runs (a warm model, no
+    lancedb import here), else in this process; a command never starts a daemon."""
+    from localidx.backend import Backend
+
+    return Backend(root, in_git, settings, daemon="running")
+
+
 def _repo_relative(root: Path, path: Path) -> str:
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
@@ -121,7 +129,8 @@ def _parse_kinds(value: str | None) -> set[str] | None:
 
 
 class _Progress:
-    """Renders the indexer's progress events on stderr: one rewritten line on a terminal, phase lines otherwise."""
+    """Renders the indexer's progress events on stderr: one rewritten line on a terminal, phase lines otherwise; and
+    the backend's ``daemon`` event (a running daemon does the run) as a line of its own."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
@@ -138,7 +147,10 @@ class _Progress:
             click.echo(text, err=True)
 
     def __call__(self, event: str, **data) -> None:
-        if event in ("repair", "rebuild", "switched"):
+        if event == "daemon":
+            if not self.quiet:
+                click.echo(f"indexing through the daemon (pid {data['pid']})", err=True)
+        elif event in ("repair", "rebuild", "switched"):
             self._show(f"{event}: {data['message']}" if event == "repair" else data["message"], final=True)
         elif event == "scan":
             skipped = f" ({data['skipped']} skipped by name or rule)" if data["skipped"] else ""
@@ -171,7 +183,6 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     """Index the repository (or only PATH inside it): chunk what changed, embed what is new."""
     from localidx.discover import find_root
     from localidx.dryrun import dry_run as run_dry
-    from localidx.indexer import run_index
 
     target = path or Path.cwd()
     if not target.exists():
@@ -186,19 +197,9 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
         return
     if kinds or limit_files:
         raise UsageError("--include-kinds and --limit-files only apply to --dry-run")
-    client = _running_daemon(root, in_git, settings)
-    if client is not None:
-        # The daemon holds the write lock: it runs the update (and always embeds) and answers with the run's record.
-        with client:
-            if rebuild:
-                raise UsageError("a daemon owns this index: stop it (`localidx daemon stop`) to --rebuild")
-            if not (quiet or as_json):
-                click.echo(f"indexing through the daemon (pid {client.hello['pid']})", err=True)
-            params = {"wait": True, "reason": "localidx index", **({"paths": only} if only else {})}
-            stats = client.request("index/reindex", params, timeout=None)
-    else:
-        stats = run_index(root, in_git, settings, only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s,
-                          progress=_Progress(quiet or as_json)).to_dict()
+    # A running daemon holds the write lock: it runs the update (and always embeds) and answers with the run's record.
+    stats = _backend(root, in_git, settings).index(only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s,
+                                                   progress=_Progress(quiet or as_json))
     if as_json:
         _echo_json(stats)
         return
@@ -226,16 +227,8 @@ def status(as_json: bool) -> None:
     from localidx.discover import find_root
 
     root, in_git = find_root(Path.cwd())
-    settings = _settings(root)
-    client = _running_daemon(root, in_git, settings)
-    if client is not None:
-        with client:
-            report = client.request("index/status", timeout=REQUEST_TIMEOUT_S)
-        report.pop("daemon", None)  # the same report either way; `localidx daemon status` shows the daemon
-    else:
-        from localidx.status import index_status
-
-        report = index_status(root, in_git, settings)
+    report = _backend(root, in_git, _settings(root)).status()
+    report.pop("daemon", None)  # the same report either way; `localidx daemon status` shows the daemon
     if as_json:
         _echo_json(report)
         return
@@ -295,26 +288,6 @@ def _print_dry_run(report) -> None:
             click.echo(f"    ... and {len(report.skipped_files) - 50} more (--json lists all)")
 
 
-REQUEST_TIMEOUT_S = 300.0  # a query or status answered by the daemon; a hung daemon must not hang the shell forever
-
-
-def _running_daemon(root: Path, in_git: bool, settings):
-    """A connection to this work tree's daemon when one runs (warm model, no lancedb import here), else None."""
-    from localidx.client import DaemonUnavailable, connect
-    from localidx.errors import ConfigError
-
-    try:
-        return connect(root, in_git, settings)
-    except (DaemonUnavailable, ConfigError):
-        return None
-
-
-def _open_for_reading(root: Path, in_git: bool, settings):
-    from localidx.store.index import open_index
-
-    return open_index(root, in_git, settings, read_only=True)
-
-
 @cli.command()
 @click.argument("query")
 @click.option("-k", "k", type=click.IntRange(min=1, max=100), default=10, show_default=True, help="Matches to show.")
@@ -342,23 +315,8 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
                                         path_glob=path_glob, kind=kind, files=files), as_json, files)
         return
     root, in_git = find_root(Path.cwd())
-    settings = _settings(root)
-    client = _running_daemon(root, in_git, settings)
-    if client is not None:
-        params = {"query": query, "k": k, "mode": mode,
-                  **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind),
-                                                     ("files", files)) if value}}
-        with client:
-            response = client.request("search/query", params, timeout=REQUEST_TIMEOUT_S)
-    else:
-        from localidx.retrieve.search import search_response
-
-        index = _open_for_reading(root, in_git, settings)
-        try:
-            response = search_response(index, query, k=k, mode=mode, language=language, path_glob=path_glob,
-                                       kind=kind, files=files)
-        finally:
-            index.close()
+    response = _backend(root, in_git, _settings(root)).search(query, k=k, mode=mode, language=language,
+                                                              path_glob=path_glob, kind=kind, files=files)
     _print_matches(response, as_json, files)
 
 
@@ -418,28 +376,14 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
                                                                       locale)
     turns = _text_args(*turns)
     options = {"profile": profile, "max_tokens": max_tokens, "top_k": top_k,
-               "conversation_context": list(turns) or None, "locale": locale}
-    filters = {"lang": language, "path": path_glob, "kind": kind}
+               "conversation_context": list(turns) or None, "locale": locale, "language": language,
+               "path_glob": path_glob, "kind": kind}
     if all_repos:
         from localidx.retrieve.context import build_context_all_repos
 
-        return build_context_all_repos(question, settings=_settings(_root_or_none()), language=language,
-                                       path_glob=path_glob, kind=kind, **options)
+        return build_context_all_repos(question, settings=_settings(_root_or_none()), **options)
     root, in_git = find_root(Path.cwd())
-    settings = _settings(root)
-    client = _running_daemon(root, in_git, settings)
-    if client is not None:
-        params = {"query": question, **{k: v for k, v in {**options, **filters}.items() if v is not None}}
-        with client:
-            return client.request("context/build", params, timeout=REQUEST_TIMEOUT_S)
-    from localidx.retrieve.context import build_for_repository
-
-    index = _open_for_reading(root, in_git, settings)
-    try:
-        return build_for_repository(index, question, settings=settings, language=language, path_glob=path_glob,
-                                    kind=kind, **options)
-    finally:
-        index.close()
+    return _backend(root, in_git, _settings(root)).context(question, **options)
 
 
 def _report_pack(pack: dict) -> None:
@@ -537,12 +481,13 @@ def eval_(queries: Path, mode: str, fusion: str | None, vector_weight: float | N
     """File-level Recall@1/5/10 and MRR of search over QUERIES.jsonl ({"query": ..., "gold": [paths]} per line)."""
     from localidx.discover import find_root
     from localidx.retrieve.evaluate import evaluate, load_queries
+    from localidx.store.index import open_index
 
     if not queries.is_file():
         raise UsageError(f"{queries}: no such file")
     items = load_queries(queries)
     root, in_git = find_root(Path.cwd())
-    index = _open_for_reading(root, in_git, _settings(root))
+    index = open_index(root, in_git, _settings(root), read_only=True)
     try:
         report = evaluate(index, items, mode=mode, fusion=fusion, vector_weight=vector_weight, profile=profile)
     finally:

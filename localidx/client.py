@@ -11,7 +11,9 @@ Light to import (sockets, json and ``localidx.protocol``; no lancedb, no tree-si
   ``Client.notifications`` and never mistaken for answers; ``next_notification`` waits for one.
 - ``Client.request`` sends one request and returns its result; an error response raises the matching
   ``LocalidxError`` (``IndexNotReady``, ``UsageError``, else ``DaemonError``) with the daemon's message.
-- ``try_request`` is for callers that must never fail or wait long (git hooks): ``None`` when no daemon answers.
+- ``connect_as_is`` is for callers that must never fail, wait long or restart anything (git hooks): the daemon
+  running now, whatever its settings, or ``None`` when none answers.
+- Whether to use a daemon at all, and what to do without one, is ``localidx.backend``'s decision, not this module's.
 - ``start_daemon``, ``stop_daemon`` and ``probe`` are what ``localidx daemon start|stop|status`` do.
 """
 
@@ -319,22 +321,16 @@ def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, t
             started = True
 
 
-def try_request(root: Path, in_git: bool, settings: Settings, method: str, params: dict | None = None,
-                timeout: float = 2.0) -> Any:
-    """The result of one request to the running daemon, or None when none answers (none runs, another version
-    runs, it is unreachable or too slow). Never starts a daemon; error responses still raise (a caller's bug)."""
+def connect_as_is(root: Path, in_git: bool, settings: Settings, timeout: float = 2.0) -> Client | None:
+    """A connection to the daemon running now, after the hello handshake, or None when none answers (none runs,
+    another version runs, it is unreachable or too slow). Never starts or restarts one, and sends no settings
+    fingerprint: a daemon started with other settings is used as it is."""
     try:
         paths = lifecycle.daemon_paths(root, in_git, settings)
-        client = _handshake(paths, timeout)
+        return _handshake(paths, timeout)
     except (LocalidxError, OSError) as exc:
         log.debug("no daemon for %s: %s", root, exc)
         return None
-    with client:
-        try:
-            return client.request(method, params)
-        except DaemonUnavailable as exc:
-            log.debug("the daemon did not answer %s: %s", method, exc)
-            return None
 
 
 # -- lifecycle commands ---------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ Where it sits: beside the daemon, in front of the single writer. A git command f
 stdin) into ``<git dir>/localidx-hooks/`` and leaves a detached waiter that starts ``localidx hook-run`` once that git
 process has exited (callers other than the script pass ``--git-pid`` and the runner waits itself). ``process_queue``
 takes every queued event, works out with pygit2 which paths changed, and asks the daemon to reindex them
-(``index/reindex``) or, with no daemon, runs one incremental pass of the indexer.
+(``index/reindex``) or, with no daemon (or one that does not answer at once), runs one incremental pass of the indexer:
+``localidx.backend``'s "fallback" policy.
 
 Invariants:
 
@@ -556,6 +557,7 @@ def _reason(events: list[HookEvent]) -> str:
 
 
 def _reindex(repo, root: Path, events: list[HookEvent], settings) -> None:
+    from localidx.backend import Backend
     from localidx.config import load_settings
 
     settings = settings or load_settings(root)
@@ -578,14 +580,16 @@ def _reindex(repo, root: Path, events: list[HookEvent], settings) -> None:
         paths = None  # too many paths to filter by, or no index yet: build it whole, not from a few files
     listed = "all" if paths is None else str(len(paths))
     started = time.perf_counter()
-    if _ask_daemon(root, settings, paths, reason):
+    # A running daemon is handed the paths (queued, not waited for); without one, or when it does not answer at once,
+    # this process runs the pass, so a change is never lost.
+    backend = Backend(root, True, settings, daemon="fallback")
+    stats = backend.index(only=sorted(paths) if paths is not None else None, wait=False, wait_s=LOCK_WAIT_S,
+                          reason=reason)
+    if backend.via == "daemon":
         log.info("index pass: reason=%s paths=%s via=daemon", reason, listed)
         return
-    from localidx.indexer import run_index
-
-    stats = run_index(root, True, settings, only=sorted(paths) if paths is not None else None, wait_s=LOCK_WAIT_S)
     log.info("index pass: reason=%s paths=%s via=index files_processed=%d files_deleted=%d chunks_written=%d "
-             "%.2f s", reason, listed, stats.files_processed, stats.files_deleted, stats.chunks_written,
+             "%.2f s", reason, listed, stats["files_processed"], stats["files_deleted"], stats["chunks_written"],
              time.perf_counter() - started)
 
 
@@ -601,22 +605,6 @@ def _has_index(root: Path, settings) -> bool:
         return catalog.count() > 0
     finally:
         catalog.close()
-
-
-def _ask_daemon(root: Path, settings, paths: set[str] | None, reason: str) -> bool:
-    """Hand the paths to a running daemon; False when none runs (or this install has no client)."""
-    try:
-        from localidx.client import try_request
-    except ImportError:
-        return False
-    params: dict = {"reason": reason}
-    if paths is not None:
-        params["paths"] = sorted(paths)
-    try:
-        return try_request(root, True, settings, "index/reindex", params) is not None
-    except Exception:  # the client is not supposed to raise; if it does, index here rather than lose the change
-        log.exception("asking the daemon to reindex failed; indexing in this process")
-        return False
 
 
 class _RunnerLock:

@@ -1,4 +1,5 @@
-"""The MCP server (``localidx mcp``): read-only tools over stdio, each a thin adapter over ``localidx.client``.
+"""The MCP server (``localidx mcp``): read-only tools over stdio, thin adapters over ``localidx.backend`` (and, for
+``rag_search_global``, over the retrieval pipeline).
 
 Place in the flow: serve. The tools and what they call:
 
@@ -9,8 +10,9 @@ Place in the flow: serve. The tools and what they call:
     rag_search_global   retrieve.context.build_context_all_repos   the response over every registered index (in process)
 
 Invariants:
-- The per-repository tools go through the daemon (started on first use, as ``localidx.client.connect(start=True)``
-  does), so this process never imports lancedb or fastembed for them; only ``rag_search_global`` loads the pipeline.
+- The per-repository tools go through the daemon (``localidx.backend``'s "start" policy: started on first use,
+  restarted once after an edit of the settings), so this process never imports lancedb or fastembed for them; only
+  ``rag_search_global`` loads the pipeline.
 - Tool inputs are pydantic-validated and closed (unknown arguments are refused). They name a profile, never raw
   tuning values (top-k, token budgets): those live in profiles.
 - A failure (no daemon, index not ready, a usage error such as an unknown profile) is a tool error whose text is the
@@ -43,7 +45,6 @@ from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
 
-REQUEST_TIMEOUT_S = 300.0  # a context/build on a cold daemon loads the model and may wait for the first run
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 RawQuery = Annotated[str, Field(min_length=1, description=(
@@ -70,32 +71,39 @@ class Repository:
         self.root = root
         self.in_git = in_git
 
-    def request(self, method: str, params: dict) -> Any:
-        """One request to the work tree's daemon (started when none runs); errors become one-line tool errors."""
-        from localidx.client import connect
+    def context(self, **options) -> dict:
+        """``context/build`` (``Backend.context``'s options) through the work tree's daemon."""
+        return self._answer(lambda backend: backend.context(**options))
+
+    def status(self) -> dict:
+        """``index/status`` through the work tree's daemon."""
+        return self._answer(lambda backend: backend.status())
+
+    def _answer(self, operation: Callable[[Any], dict]) -> dict:
+        """``operation`` on the daemon's backend (the daemon started when none runs); errors become one-line tool
+        errors."""
+        from localidx.backend import Backend
         from localidx.config import load_settings
 
         try:
-            # Per call: after an edit of .localidx.toml, connect restarts a daemon that runs with the old settings.
-            settings = load_settings(self.root)
-            with connect(self.root, self.in_git, settings, start=True) as client:
-                return client.request(method, params, timeout=REQUEST_TIMEOUT_S)
+            # Per call: after an edit of .localidx.toml, the backend restarts a daemon that runs with the old settings.
+            return operation(Backend(self.root, self.in_git, load_settings(self.root), daemon="start"))
         except LocalidxError as exc:
             raise ToolError(str(exc)) from None
         except OSError as exc:
             raise ToolError(f"cannot reach the daemon for {self.root}: {exc.strerror or exc}") from None
 
 
-def _context_params(query: str, profile: str | None = None, conversation: list[str] | None = None,
-                    language: str | None = None, path: str | None = None, kind: str | None = None) -> dict:
-    """``context/build`` params from tool arguments (left-out arguments are left out), as valid Unicode: a lone
-    surrogate in a JSON string (``"\\ud800"``) would fail the tokenizer and the JSON answer."""
-    params: dict[str, Any] = {"query": valid_text(query)}
-    for name, value in (("profile", profile), ("conversation_context", conversation), ("lang", language),
-                        ("path", path), ("kind", kind)):
+def _context_options(query: str, profile: str | None = None, conversation: list[str] | None = None,
+                     language: str | None = None, path: str | None = None, kind: str | None = None) -> dict:
+    """The query and options of a context pack from tool arguments (left-out arguments are left out), as valid
+    Unicode: a lone surrogate in a JSON string (``"\\ud800"``) would fail the tokenizer and the JSON answer."""
+    options: dict[str, Any] = {"query": valid_text(query)}
+    for name, value in (("profile", profile), ("conversation_context", conversation), ("language", language),
+                        ("path_glob", path), ("kind", kind)):
         if value is not None:
-            params[name] = [valid_text(v) for v in value] if isinstance(value, list) else valid_text(value)
-    return params
+            options[name] = [valid_text(v) for v in value] if isinstance(value, list) else valid_text(value)
+    return options
 
 
 def context_pack(response: dict) -> dict:
@@ -124,24 +132,22 @@ def _tools(repo: Repository) -> list[Callable]:
                    language: Language = None, path: PathGlob = None, kind: Kind = None) -> dict[str, Any]:
         """Search this repository's code and docs with the retrieval pipeline (hybrid search, rerank, neighbour
         expansion) and return the ranked matches with their text, plus an augmented prompt citing path:start-end."""
-        return repo.request("context/build", _context_params(rawQuery, profile, conversationContext, language,
-                                                             path, kind))
+        return repo.context(**_context_options(rawQuery, profile, conversationContext, language, path, kind))
 
     def rag_search_simple(rawQuery: RawQuery) -> dict[str, Any]:
         """Search this repository with the default profile and no filters: the query alone."""
-        return repo.request("context/build", _context_params(rawQuery))
+        return repo.context(**_context_options(rawQuery))
 
     def rag_context(rawQuery: RawQuery, profile: Profile = None, conversationContext: ConversationContext = None,
                     language: Language = None, path: PathGlob = None, kind: Kind = None) -> dict[str, Any]:
         """Build a context pack ready to paste: the augmented prompt (the question and numbered context with
         path:start-end citations), the instructions for the model, the citations and any warnings."""
-        response = repo.request("context/build", _context_params(rawQuery, profile, conversationContext, language,
-                                                                 path, kind))
-        return context_pack(response)
+        return context_pack(repo.context(**_context_options(rawQuery, profile, conversationContext, language, path,
+                                                            kind)))
 
     def index_status() -> dict[str, Any]:
         """The state of this repository's index (READY, STALE, EMPTY, INDEXING), what it holds, and its daemon."""
-        return repo.request("index/status", {})
+        return repo.status()
 
     def rag_search_global(rawQuery: RawQuery, profile: Profile = None,
                           conversationContext: ConversationContext = None, language: Language = None,
@@ -153,11 +159,8 @@ def _tools(repo: Repository) -> list[Callable]:
             from localidx.retrieve.context import build_context_all_repos
 
             # This repository's settings (its default profile, its LLM), as `localidx context --all-repos` does.
-            params = _context_params(rawQuery, profile, conversationContext, language, path, kind)
-            return build_context_all_repos(params["query"], profile=params.get("profile"),
-                                           conversation_context=params.get("conversation_context"),
-                                           settings=load_settings(repo.root), language=params.get("lang"),
-                                           path_glob=params.get("path"), kind=kind)
+            return build_context_all_repos(**_context_options(rawQuery, profile, conversationContext, language, path,
+                                                              kind), settings=load_settings(repo.root))
         except LocalidxError as exc:
             raise ToolError(str(exc)) from None
 

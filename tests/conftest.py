@@ -1,12 +1,19 @@
-"""Shared fixtures: real git repositories in temp dirs, and the --update-goldens switch."""
+"""Shared fixtures: real git repositories in temp dirs, a scripted daemon on a real socket, and the --update-goldens
+switch."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
+
+from localidx import __version__, protocol
+from localidx.daemon import lifecycle
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -123,3 +130,67 @@ def make_repo(tmp_path):
         return init_repo(tmp_path / name, files, commit=commit)
 
     return make
+
+
+class ScriptedServer:
+    """Listens on a socket and answers each request line with ``respond(request_dict_or_None, line)``."""
+
+    def __init__(self, path: Path, respond):
+        self.path = path
+        self.respond = respond
+        lifecycle.check_socket_dir(path, create=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
+
+    def _conn(self, conn):
+        conn.settimeout(5)
+        with conn, conn.makefile("rb") as reader:
+            for line in reader:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    message = None
+                answer = self.respond(message, line)
+                if answer is None:
+                    return  # hang up without answering
+                if answer == "silence":
+                    self.stop.wait(5)
+                    return
+                conn.sendall(answer if isinstance(answer, bytes) else protocol.encode(answer))
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(2)
+        self.sock.close()
+        lifecycle.unlink_quietly(self.path)
+
+
+def daemon_like(root: Path, errors: dict | None = None, package_version: str = __version__):
+    """A respond function: hello answers like a daemon for ``root``; methods in ``errors`` answer that error."""
+
+    def respond(message, _line):
+        if message is None:
+            return protocol.error(None, protocol.ProtocolError(protocol.PARSE_ERROR, "bad"))
+        method, id_ = message.get("method"), message.get("id")
+        if method == "daemon/hello":
+            return protocol.result(id_, {"protocol_version": protocol.PROTOCOL_VERSION, "pid": os.getpid(),
+                                         "package_version": package_version, "root": str(root), "daemon": {}})
+        if errors and method in errors:
+            code, text = errors[method]
+            return protocol.error(id_, protocol.ProtocolError(code, text))
+        return protocol.result(id_, {"echo": message.get("params")})
+
+    return respond

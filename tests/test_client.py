@@ -3,7 +3,6 @@ private runtime dir, stale files, error responses as exceptions, and callers tha
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -15,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from localidx import __version__, protocol
+from conftest import ScriptedServer, daemon_like
+from localidx import protocol
 from localidx.client import (Client, DaemonError, DaemonTimeout, DaemonUnavailable, VersionMismatch, connect,
-                             try_request)
+                             connect_as_is)
 from localidx.config import load_settings
 from localidx.daemon import lifecycle
 from localidx.errors import ConfigError, UsageError
@@ -42,70 +42,6 @@ def worktree(tmp_path, monkeypatch, run_dir):
     monkeypatch.setenv("LOCALIDX_HOME", str(tmp_path / "home"))
     settings = load_settings(root)
     return root, settings, lifecycle.daemon_paths(root, False, settings)
-
-
-class ScriptedServer:
-    """Listens on a socket and answers each request line with ``respond(request_dict_or_None, line)``."""
-
-    def __init__(self, path: Path, respond):
-        self.path = path
-        self.respond = respond
-        lifecycle.check_socket_dir(path, create=True)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(path))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
-
-    def _conn(self, conn):
-        conn.settimeout(5)
-        with conn, conn.makefile("rb") as reader:
-            for line in reader:
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    message = None
-                answer = self.respond(message, line)
-                if answer is None:
-                    return  # hang up without answering
-                if answer == "silence":
-                    self.stop.wait(5)
-                    return
-                conn.sendall(answer if isinstance(answer, bytes) else protocol.encode(answer))
-
-    def close(self):
-        self.stop.set()
-        self.thread.join(2)
-        self.sock.close()
-        lifecycle.unlink_quietly(self.path)
-
-
-def daemon_like(root: Path, errors: dict | None = None, package_version: str = __version__):
-    """A respond function: hello answers like a daemon for ``root``; methods in ``errors`` answer that error."""
-
-    def respond(message, _line):
-        if message is None:
-            return protocol.error(None, protocol.ProtocolError(protocol.PARSE_ERROR, "bad"))
-        method, id_ = message.get("method"), message.get("id")
-        if method == "daemon/hello":
-            return protocol.result(id_, {"protocol_version": protocol.PROTOCOL_VERSION, "pid": os.getpid(),
-                                         "package_version": package_version, "root": str(root), "daemon": {}})
-        if errors and method in errors:
-            code, text = errors[method]
-            return protocol.error(id_, protocol.ProtocolError(code, text))
-        return protocol.result(id_, {"echo": message.get("params")})
-
-    return respond
 
 
 # -- paths --------------------------------------------------------------------------------------------------------
@@ -233,19 +169,19 @@ def test_files_of_a_listening_daemon_are_kept(worktree):
 # -- connecting and requests ----------------------------------------------------------------------------------
 
 
-def test_without_a_daemon_connect_raises_and_try_request_returns_none(worktree):
+def test_without_a_daemon_connect_raises_and_connect_as_is_returns_none(worktree):
     root, settings, _paths = worktree
     with pytest.raises(DaemonUnavailable):
         connect(root, False, settings)
-    assert try_request(root, False, settings, "index/status") is None
+    assert connect_as_is(root, False, settings) is None
 
 
-def test_try_request_returns_the_result_of_a_running_daemon(worktree):
+def test_connect_as_is_reaches_a_running_daemon(worktree):
     root, settings, paths = worktree
     server = ScriptedServer(paths.socket, daemon_like(root))
     try:
-        assert try_request(root, False, settings, "index/reindex", {"paths": ["a.py"]}) == {
-            "echo": {"paths": ["a.py"]}}
+        with connect_as_is(root, False, settings) as client:
+            assert client.request("index/reindex", {"paths": ["a.py"]}) == {"echo": {"paths": ["a.py"]}}
     finally:
         server.close()
 
@@ -278,7 +214,7 @@ def test_a_hello_from_another_package_version_is_a_version_mismatch(worktree):
 
         with pytest.raises(VersionMismatch):
             _handshake(paths, 2.0)
-        assert try_request(root, False, settings, "index/status") is None  # hooks never restart anything
+        assert connect_as_is(root, False, settings) is None  # hooks never restart anything
     finally:
         server.close()
 
@@ -294,7 +230,7 @@ def test_a_daemon_serving_another_work_tree_is_not_used(worktree, tmp_path):
 
 
 @pytest.mark.parametrize("behaviour", ["hang up", "garbage", "wrong id", "silence"])
-def test_a_misbehaving_server_is_unavailable_and_try_request_gives_none(worktree, behaviour):
+def test_a_misbehaving_server_is_unavailable(worktree, behaviour):
     root, settings, paths = worktree
     honest = daemon_like(root)
 
@@ -311,7 +247,6 @@ def test_a_misbehaving_server_is_unavailable_and_try_request_gives_none(worktree
                 client.request("index/status")
             with pytest.raises(DaemonUnavailable, match="closed"):
                 client.request("index/status")  # closed after a failure: a late answer would be out of step
-        assert try_request(root, False, settings, "index/status", timeout=0.5) is None
     finally:
         server.close()
 

@@ -4,6 +4,7 @@ installed hooks, and the index catching up in the background (no daemon unless a
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -12,12 +13,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 
 import pytest
 
-from localidx import githooks, gitrepo
+from conftest import ScriptedServer, daemon_like
+from localidx import githooks, gitrepo, protocol
+from localidx.config import load_settings
+from localidx.daemon import lifecycle
 from localidx.store.catalog import Catalog
 from localidx.store.paths import index_paths
 
@@ -458,23 +461,33 @@ def test_event_files_round_trip_and_incomplete_ones_wait():
 # -- with a daemon ---------------------------------------------------------------------------------------------
 
 
-def test_with_a_daemon_the_paths_go_to_index_reindex(indexed, env, monkeypatch):
+def test_with_a_daemon_the_paths_go_to_index_reindex(indexed, env, monkeypatch, caplog):
     repo = indexed
+    caplog.set_level(logging.INFO, logger="localidx.githooks")
+    run_dir = Path(tempfile.mkdtemp(prefix="lx-", dir="/tmp"))  # short: AF_UNIX paths stay under 104 bytes
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run_dir))
+    monkeypatch.delenv(lifecycle.SOCK_ENV, raising=False)
     sent = []
-    client = types.ModuleType("localidx.client")
+    answer = daemon_like(repo)
 
-    def try_request(root, in_git, settings, method, params=None, timeout=2.0):
-        sent.append((method, params))
-        return {"queued": len(params.get("paths", []))}
+    def respond(message, line):
+        if message and message.get("method") != "daemon/hello":
+            sent.append((message["method"], message["params"]))
+            return protocol.result(message["id"], {"queued": len(message["params"].get("paths", [])), "full": False})
+        return answer(message, line)
 
-    client.try_request = try_request
-    monkeypatch.setitem(sys.modules, "localidx.client", client)
-    r = gitrepo.open_repo(repo)
-    commit_file(repo, env, "daemon.py", "D = 1\n", env_extra={"LOCALIDX": "0"})
-    githooks.record(r, "post-commit", [])
-    assert githooks.process_queue(repo) == 1
+    server = ScriptedServer(lifecycle.daemon_paths(repo, True, load_settings(repo)).socket, respond)
+    try:
+        r = gitrepo.open_repo(repo)
+        commit_file(repo, env, "daemon.py", "D = 1\n", env_extra={"LOCALIDX": "0"})
+        githooks.record(r, "post-commit", [])
+        assert githooks.process_queue(repo) == 1
+    finally:
+        server.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
     assert sent == [("index/reindex", {"reason": "post-commit", "paths": ["daemon.py"]})]
     assert "daemon.py" not in indexed_files(repo)  # the daemon, not this process, writes the index
+    assert "paths=1 via=daemon" in caplog.text
 
 
 def test_with_a_running_daemon_a_commit_is_sent_to_it(repo, env, monkeypatch):

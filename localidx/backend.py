@@ -1,0 +1,191 @@
+"""Who does the work of an operation: the work tree's daemon or this process. The one place that decides it.
+
+Place in the flow: serve. The callers (``cli.py``, ``githooks.py``, ``mcp_server.py``) hold a ``Backend`` bound to one
+work tree and its settings, and call one method per operation, named for the protocol's methods: ``index``
+(``index/reindex``), ``status`` (``index/status``), ``search`` (``search/query``) and ``context``
+(``context/build``). Each method either sends the request through ``localidx.client`` or calls the library function
+the daemon's handler would call (``indexer.run_index``, ``status.index_status``, ``retrieve``), here.
+
+Why a module of its own and not part of ``client.py``: the client is the wire (connect, hello, request: it knows
+no operation and nothing of the library beyond the protocol), while this module knows what each method means
+in-process and when a daemon should be used at all. Two ideas, two modules; ``localidx daemon start|stop|status``
+use the client alone.
+
+Invariants:
+
+- The same dicts either way. Each method returns the protocol's result for its method (``localidx.protocol``),
+  whether a daemon answered or the work was done here. Two differences are the protocol's own: a daemon's
+  ``index/status`` also describes the daemon under ``daemon``, and ``index(wait=False)`` answered by a daemon is
+  ``{queued, full}`` (queued for its writer) where in-process work always runs and returns the run's record.
+- The caller's policy is explicit, one of ``DAEMON_USES``, and decided here only:
+
+    ``"start"``     the daemon, started when none runs, restarted once when its version or settings differ; never
+                    in-process (the MCP server: it must not import lancedb or load a model). Failures raise.
+    ``"running"``   the daemon when one runs (restarted once when its version or settings differ), else in-process
+                    (the CLI: no daemon is started for one command). Failures of a daemon that answered raise.
+    ``"fallback"``  the daemon running now, as it is, asked briefly (``FALLBACK_TIMEOUT_S``; never started,
+                    restarted or checked against these settings); anything short of an answer means in-process (the
+                    git hooks: a change must never be lost, and a hook never waits on a sick daemon).
+
+- ``via`` says who did the last call's work: ``"daemon"`` or ``"in-process"``.
+- Light to import: the in-process library (lancedb, the model, tree-sitter) is imported inside the methods that run
+  it, only when they do.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal, get_args
+
+from localidx.client import Client, DaemonUnavailable, connect, connect_as_is
+from localidx.config import Settings
+from localidx.errors import ConfigError, UsageError
+
+log = logging.getLogger(__name__)
+
+DaemonUse = Literal["start", "running", "fallback"]
+DAEMON_USES: tuple[str, ...] = get_args(DaemonUse)
+
+REQUEST_TIMEOUT_S = 300.0  # a daemon's answer: a cold one loads the model first; a hung one must not hang us forever
+FALLBACK_TIMEOUT_S = 2.0  # "fallback" connects and is answered within this, else works in-process
+
+
+@dataclass
+class Backend:
+    """The operations of the work tree at ``root``, done by its daemon or in this process as ``daemon`` says."""
+
+    root: Path
+    in_git: bool
+    settings: Settings
+    daemon: DaemonUse
+    via: str | None = field(default=None, init=False)  # "daemon" or "in-process": who did the last call's work
+
+    def __post_init__(self) -> None:
+        if self.daemon not in DAEMON_USES:
+            raise ValueError(f"daemon must be one of {', '.join(DAEMON_USES)}, not {self.daemon!r}")
+
+    def index(self, only: list[str] | None = None, *, rebuild: bool = False, embed: bool = True, wait: bool = True,
+              wait_s: float = 0.0, reason: str = "localidx index", progress: Callable | None = None) -> dict:
+        """Bring the index up to date (``only``: these repo-relative paths; None: everything). The run's record
+        (``RunStats.to_dict()``), or ``{queued, full}`` when a daemon took it and ``wait`` is false.
+
+        A daemon holds the write lock, runs the update itself and always embeds (``embed``, ``wait_s`` apply
+        in-process only); ``rebuild`` through a daemon is a UsageError. ``progress`` gets the indexer's events
+        in-process, and ``("daemon", pid=...)`` before a daemon is asked."""
+
+        def refuse_or_announce(hello: dict) -> None:
+            if rebuild:
+                raise UsageError("a daemon owns this index: stop it (`localidx daemon stop`) to --rebuild")
+            if progress is not None:
+                progress("daemon", pid=hello["pid"])
+
+        def here() -> dict:
+            from localidx.indexer import run_index
+
+            return run_index(self.root, self.in_git, self.settings, only=only, rebuild=rebuild, embed=embed,
+                             wait_s=wait_s, progress=progress).to_dict()
+
+        params: dict[str, Any] = {"reason": reason, **({"wait": True} if wait else {}),
+                                  **({"paths": only} if only is not None else {})}
+        return self._call("index/reindex", params, here, as_long_as_it_takes=wait, before=refuse_or_announce)
+
+    def status(self) -> dict:
+        """Where the index is and what it holds (``localidx status --json``); from a daemon, also ``daemon``."""
+
+        def here() -> dict:
+            from localidx.status import index_status
+
+            return index_status(self.root, self.in_git, self.settings)
+
+        return self._call("index/status", {}, here)
+
+    def search(self, query: str, *, k: int = 10, mode: str = "hybrid", language: str | None = None,
+               path_glob: str | None = None, kind: str | None = None, files: bool = False) -> dict:
+        """Hybrid search (``localidx search --json``): ``{matches, warnings}``, and ``files`` when asked."""
+
+        def here() -> dict:
+            from localidx.retrieve.search import search_response
+
+            with self._reading() as index:
+                return search_response(index, query, k=k, mode=mode, language=language, path_glob=path_glob,
+                                       kind=kind, files=files)
+
+        params = {"query": query, "k": k, "mode": mode,
+                  **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind),
+                                                     ("files", files)) if value}}
+        return self._call("search/query", params, here)
+
+    def context(self, query: str, *, profile: str | None = None, max_tokens: int | None = None,
+                top_k: int | None = None, conversation_context: list[str] | None = None, locale: str | None = None,
+                language: str | None = None, path_glob: str | None = None, kind: str | None = None) -> dict:
+        """The retrieval pipeline's context pack (``localidx context --json``); left-out options are the profile's."""
+        options = {"profile": profile, "max_tokens": max_tokens, "top_k": top_k,
+                   "conversation_context": conversation_context, "locale": locale}
+
+        def here() -> dict:
+            from localidx.retrieve.context import build_for_repository
+
+            with self._reading() as index:
+                return build_for_repository(index, query, settings=self.settings, language=language,
+                                            path_glob=path_glob, kind=kind, **options)
+
+        params = {"query": query, **{name: value for name, value in
+                                     {**options, "lang": language, "path": path_glob, "kind": kind}.items()
+                                     if value is not None}}
+        return self._call("context/build", params, here)
+
+    # -- the decision ---------------------------------------------------------------------------------------------
+
+    def _call(self, method: str, params: dict, here: Callable[[], dict], as_long_as_it_takes: bool = False,
+              before: Callable[[dict], None] | None = None) -> dict:
+        """``method`` answered by the daemon the policy picks, else ``here()``. ``before(hello)`` runs once a daemon
+        is picked, before it is asked; it may refuse the call by raising. ``as_long_as_it_takes``: the answer comes
+        when the work is done (a waiting reindex), so no timeout, except under "fallback", which asks briefly."""
+        client = self._daemon()
+        if client is not None:
+            if self.daemon == "fallback":
+                timeout = client.timeout
+            else:
+                timeout = None if as_long_as_it_takes else REQUEST_TIMEOUT_S
+            with client:
+                if before is not None:
+                    before(client.hello)
+                try:
+                    result = client.request(method, params, timeout=timeout)
+                except DaemonUnavailable as exc:
+                    if self.daemon != "fallback":
+                        raise
+                    log.debug("the daemon did not answer %s (%s); working in this process", method, exc)
+                except Exception:  # noqa: BLE001 - a bug must not lose a hook's change either
+                    if self.daemon != "fallback":
+                        raise
+                    log.exception("the daemon failed %s; working in this process", method)
+                else:
+                    self.via = "daemon"
+                    return result
+        self.via = "in-process"
+        return here()
+
+    def _daemon(self) -> Client | None:
+        """A connection to the daemon this call goes to, or None: do the work here."""
+        if self.daemon == "start":
+            return connect(self.root, self.in_git, self.settings, start=True)
+        if self.daemon == "running":
+            try:
+                return connect(self.root, self.in_git, self.settings)
+            except (DaemonUnavailable, ConfigError):  # none runs, or its socket dir is unsafe to use
+                return None
+        try:
+            return connect_as_is(self.root, self.in_git, self.settings, timeout=FALLBACK_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - connect_as_is answers None for what it knows; anything else, too
+            log.exception("reaching the daemon failed; working in this process")
+            return None
+
+    def _reading(self) -> closing:
+        """The work tree's index opened read-only, closed when the ``with`` ends."""
+        from localidx.store.index import open_index
+
+        return closing(open_index(self.root, self.in_git, self.settings, read_only=True))

@@ -1,0 +1,176 @@
+"""The backend layer as its callers meet it: one call per operation, answered by the work tree's daemon or worked out
+in this process as the caller's policy says, with the same answers either way. A real git repository, a real daemon
+process over a real socket (the fake embedder), and a scripted server where a daemon has to misbehave."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import AUTH_MODULE, AUTH_README, ScriptedServer, daemon_like
+from localidx import __version__
+from localidx.backend import Backend
+from localidx.client import probe, stop_daemon
+from localidx.config import load_settings
+from localidx.daemon import lifecycle
+from localidx.errors import ConfigError, UsageError
+
+REBUILD_REFUSED = "a daemon owns this index: stop it (`localidx daemon stop`) to --rebuild"
+
+
+@pytest.fixture
+def repo(make_repo, tmp_path, monkeypatch):
+    """A committed repository with its own state dir and runtime dir; any daemon started for it is stopped after."""
+    run_dir = Path(tempfile.mkdtemp(prefix="lx-", dir="/tmp"))  # short: AF_UNIX paths stay under 104 bytes
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run_dir))
+    monkeypatch.setenv("LOCALIDX_EMBED_MODEL", "fake")
+    monkeypatch.setenv("LOCALIDX_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LOCALIDX_WATCH", "0")
+    monkeypatch.setenv("LOCALIDX_DAEMON_IDLE_S", "300")  # a leftover daemon still goes away by itself
+    for name in (lifecycle.SOCK_ENV, lifecycle.FAKE_VERSION_ENV, "LOCALIDX_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    root = make_repo({"auth.py": AUTH_MODULE, "README.md": AUTH_README})
+    pids: set[int] = set()
+    yield root, pids
+    paths = lifecycle.daemon_paths(root, True, load_settings(root))
+    status = lifecycle.read_status(paths.status)
+    if status:
+        pids.add(status["pid"])
+    try:
+        stop_daemon(paths, timeout=30)
+    except Exception:  # noqa: BLE001 - killed below
+        pass
+    for pid in pids:
+        if lifecycle.pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    subprocess.run(["rm", "-rf", str(run_dir)], check=False)
+
+
+def backend(root: Path, daemon: str) -> Backend:
+    return Backend(root, True, load_settings(root), daemon=daemon)
+
+
+def plain(value: dict) -> dict:
+    """As it reads after the trip through the socket (tuples are lists)."""
+    return json.loads(json.dumps(value))
+
+
+def test_without_a_daemon_the_cli_policy_works_in_process_and_starts_nothing(repo):
+    root, _pids = repo
+    here = backend(root, "running")
+    record = here.index()
+    assert here.via == "in-process" and record["files_processed"] == 2 and record["chunks_pending"] == 0
+    found = here.search("verify token", k=3)
+    assert here.via == "in-process" and found["matches"][0]["path"] == "auth.py"
+    assert "verify_token" in found["matches"][0]["text"]
+    pack = here.context("how is a session token verified?")
+    assert here.via == "in-process" and "auth.py" in pack["augmentedPrompt"]
+    assert here.status()["state"] == "READY"
+    assert probe(root, True, load_settings(root)).state == "stopped"
+
+
+def test_a_running_daemon_answers_the_same_calls_with_the_same_answers(repo):
+    root, pids = repo
+    here = backend(root, "running")
+    here.index(progress=None)
+    before = {"search": plain(here.search("verify token", k=3)),
+              "files": plain(here.search("session expiry", k=2, files=True, kind="function")),
+              "context": plain(here.context("how is a session token verified?", profile="balanced")),
+              "status": here.status()}
+
+    started = backend(root, "start")
+    report = started.status()  # no daemon runs: this policy starts one
+    assert started.via == "daemon" and report["daemon"]["pid"] > 0
+    pids.add(report["daemon"]["pid"])
+
+    through = backend(root, "running")
+    assert through.search("verify token", k=3) == before["search"] and through.via == "daemon"
+    assert through.search("session expiry", k=2, files=True, kind="function") == before["files"]
+    pack = through.context("how is a session token verified?", profile="balanced")
+    assert through.via == "daemon"
+    assert pack["matches"] == before["context"]["matches"]
+    assert pack["augmentedPrompt"] == before["context"]["augmentedPrompt"]
+    status = through.status()
+    assert status.pop("daemon")["pid"] == report["daemon"]["pid"]
+    assert {k: status[k] for k in ("state", "files", "chunks", "root")} == \
+        {k: before["status"][k] for k in ("state", "files", "chunks", "root")}
+
+
+def test_index_through_a_daemon_announces_it_and_refuses_a_rebuild(repo):
+    root, pids = repo
+    report = backend(root, "start").status()
+    pids.add(report["daemon"]["pid"])
+    (root / "billing.py").write_text("def charge_invoice(invoice):\n    return invoice.total\n")
+
+    events = []
+    through = backend(root, "running")
+    record = through.index(only=["billing.py"], progress=lambda event, **data: events.append((event, data)))
+    assert through.via == "daemon" and events == [("daemon", {"pid": report["daemon"]["pid"]})]
+    assert record["files_processed"] == 1 and record["chunks_pending"] == 0
+    assert through.search("charge invoice", k=1)["matches"][0]["path"] == "billing.py"
+
+    with pytest.raises(UsageError) as refused:
+        through.index(rebuild=True)
+    assert str(refused.value) == REBUILD_REFUSED
+    queued = backend(root, "fallback")
+    assert queued.index(wait=False, reason="test") == {"queued": 0, "full": True} and queued.via == "daemon"
+
+
+def test_the_cli_policy_restarts_a_daemon_whose_settings_were_edited(repo):
+    root, pids = repo
+    old = backend(root, "start").status()["daemon"]
+    pids.add(old["pid"])
+    assert old["release_after_s"] == 300
+    (root / ".localidx.toml").write_text("daemon_release_s = 120\n")
+    new = backend(root, "running").status()["daemon"]
+    pids.add(new["pid"])
+    assert new["pid"] != old["pid"] and new["release_after_s"] == 120
+    assert not lifecycle.pid_alive(old["pid"])
+
+
+@pytest.mark.parametrize("daemon", ["of another version", "silent"])
+def test_the_hook_policy_works_in_process_when_the_daemon_does_not_answer(repo, daemon):
+    """A daemon of another version is not restarted by a hook, and one that takes the request but stays silent is
+    given up on within FALLBACK_TIMEOUT_S: either way the change is indexed here, not lost."""
+    root, _pids = repo
+    honest = daemon_like(root, package_version="0.0.0-old" if daemon == "of another version" else __version__)
+
+    def respond(message, line):
+        if message and message.get("method") == "index/reindex":
+            return "silence"
+        return honest(message, line)
+
+    server = ScriptedServer(lifecycle.daemon_paths(root, True, load_settings(root)).socket, respond)
+    try:
+        hook = backend(root, "fallback")
+        record = hook.index(wait=False, reason="post-commit")
+    finally:
+        server.close()
+    assert hook.via == "in-process" and record["files_processed"] == 2
+    assert backend(root, "running").search("verify token", k=1)["matches"][0]["path"] == "auth.py"
+
+
+def test_where_no_daemon_can_run_the_cli_works_in_process_and_the_mcp_policy_says_why(repo):
+    root, _pids = repo
+    backend(root, "running").index()
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"]) / "localidx"
+    runtime.mkdir()
+    os.chmod(runtime, 0o777)  # anyone could put a socket of their own in the daemon's place
+    cli = backend(root, "running")
+    assert cli.search("verify token", k=1)["matches"][0]["path"] == "auth.py" and cli.via == "in-process"
+    mcp = backend(root, "start")
+    with pytest.raises(ConfigError, match="writable by others"):
+        mcp.search("verify token", k=1)
+    assert mcp.via is None  # nothing was worked out in this process instead
+
+
+def test_an_unknown_policy_is_refused(repo):
+    root, _pids = repo
+    with pytest.raises(ValueError, match="start, running, fallback"):
+        backend(root, "sometimes")
