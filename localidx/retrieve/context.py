@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from localidx.retrieve import guard as _guard
@@ -93,7 +94,10 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
     clock.lap("guard")
 
     question = _transform_query(params, settings, applied, warnings)
-    analysis = transforms.analyze(question)
+    from localidx.retrieve.search import wanted_roles
+
+    roles = wanted_roles(question)  # a report's tests and docs said in passing do not lift test and doc chunks
+    analysis = replace(transforms.analyze(question), about_tests="test" in roles, about_docs="doc" in roles)
     clock.lap("transforms")
 
     repo_name = (sources[0].name if len(sources) == 1 else ", ".join(s.name for s in sources)

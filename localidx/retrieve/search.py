@@ -327,29 +327,38 @@ class QueryPlan:
 def plan_query(query: str) -> QueryPlan:
     """The query as search reads it: as it is for a question, through its evidence for a report."""
     from localidx.retrieve.evidence import is_long, read_report
-    from localidx.retrieve.transforms import analyze
 
+    wanted = wanted_roles(query)
     if not is_long(query):
-        analysis = analyze(query)
-        wanted = {"test"} if analysis.about_tests else set()
-        if analysis.about_docs:
-            wanted |= {"doc", "example", "generated"}
-        return QueryPlan(words=query, evidence="", vector_text=query, frames=(), report=False,
-                         wanted_roles=frozenset(wanted))
+        return QueryPlan(words=query, evidence="", vector_text=query, frames=(), report=False, wanted_roles=wanted)
     evidence = read_report(query)
-    # A report mentions tests and docs in passing ("my test fails"); only its title says what it is about.
-    title = next((line.strip() for line in query.splitlines() if line.strip()), "")
-    analysis = analyze(title)
-    wanted = {"test"} if analysis.about_tests else set()
-    if analysis.about_docs:
-        wanted |= {"doc", "example", "generated"}
+    title = _title(query)
     functions = [f.function for f in evidence.frames if f.function]
     names = [name for name, _count in evidence.identifiers.most_common(40)]
     evidence_text = " ".join([*names, *functions, *evidence.errors[:5]])
     prose = " ".join(evidence.text.split())
     vector_text = "\n".join([title, *evidence.errors[:3], prose[:1500]])
     return QueryPlan(words=evidence.text, evidence=evidence_text, vector_text=vector_text,
-                     frames=tuple(evidence.frames), report=True, wanted_roles=frozenset(wanted))
+                     frames=tuple(evidence.frames), report=True, wanted_roles=wanted)
+
+
+def wanted_roles(query: str) -> frozenset:
+    """The path roles (``transforms.path_role``) a query asks for, so that they are not ranked lower: ``test`` for
+    a question about tests, ``doc``/``example``/``generated`` for one about docs. A report mentions tests and docs
+    in passing ("my test fails"): only its title says what it is about. The context pipeline's rerank reads the
+    same answer."""
+    from localidx.retrieve.evidence import is_long
+    from localidx.retrieve.transforms import analyze
+
+    analysis = analyze(_title(query) if is_long(query) else query)
+    wanted = {"test"} if analysis.about_tests else set()
+    if analysis.about_docs:
+        wanted |= {"doc", "example", "generated"}
+    return frozenset(wanted)
+
+
+def _title(report: str) -> str:
+    return next((line.strip() for line in report.splitlines() if line.strip()), "")
 
 
 def _with_file_support(scores: dict[tuple, float], rows: dict[tuple, dict]) -> dict[tuple, float]:
