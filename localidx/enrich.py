@@ -33,7 +33,7 @@ from pathlib import PurePosixPath
 
 from localidx import tokens
 from localidx import tomlfile
-from localidx.chunk.model import Chunk, FileContext
+from localidx.records import Chunk, FileContext
 
 
 # Part of the table's name: raised whenever the chunks an index holds would differ for the same files (the [META]

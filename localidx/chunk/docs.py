@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from localidx import tokens
-from localidx.chunk.model import LEVEL_CONTENT, Chunk
 from localidx.config import Settings
+from localidx.records import LEVEL_CONTENT, Chunk
 
 LANGUAGE = "markdown"
 

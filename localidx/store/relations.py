@@ -53,8 +53,8 @@ from functools import lru_cache
 from pathlib import PurePosixPath
 
 
-from localidx.chunk.model import CODE_KINDS
 from localidx import tomlfile
+from localidx.records import CODE_KINDS
 
 RELATIONS_SCHEMA = 1  # the tables and what is written in them: a new value rebuilds existing indexes (``stale``)
 MAX_TARGETS = 3  # definitions kept for one reference when a step finds several
