@@ -3,8 +3,8 @@ and a bottom layer that imports nothing above it.
 
 The first two were true of the code once and drifted (a three-module cycle held together by function-level imports;
 seven modules importing ``_names`` from others): this keeps each idea in one place, importable by its public name.
-The bottom layer is the vocabulary every step shares (errors, printable text, TOML, token counts, the chunk records):
-any module may import it, and importing it runs nothing else of the package.
+The bottom layer is the vocabulary every step shares (errors, printable text, TOML, token counts, the chunk records,
+import statements): any module may import it, and importing it runs nothing else of the package.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "localidx"
-BOTTOM = frozenset({"localidx", "localidx.errors", "localidx.records", "localidx.text", "localidx.tokens",
-                    "localidx.tomlfile"})
+BOTTOM = frozenset({"localidx", "localidx.errors", "localidx.imports", "localidx.records", "localidx.text",
+                    "localidx.tokens", "localidx.tomlfile"})
 
 
 def _modules() -> dict[str, Path]:
