@@ -39,7 +39,7 @@ def stdlib_chunks(want: int, every: int = 1, code_only: bool = True, seed: int =
     every ``every``-th file; code kinds only unless ``code_only`` is False. Chunking stops once there are 4x
     ``want`` candidates, so the sample spans many files without chunking the whole library."""
     from localidx.chunk import chunk_file
-    from localidx.chunk.model import CODE_KINDS
+    from localidx.records import CODE_KINDS
     from localidx.config import Settings
 
     settings = Settings()

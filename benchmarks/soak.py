@@ -255,7 +255,7 @@ def check_state(root: Path, state: dict, embedded: bool, found: Findings) -> Non
     import pygit2
 
     from localidx.chunk.config import config_language
-    from localidx.chunk.model import CODE_KINDS
+    from localidx.records import CODE_KINDS
     from localidx.config import load_settings
     from localidx.redact import redact, redact_env
 

@@ -119,7 +119,7 @@ def _check_file_argument(path: Path) -> None:
 def _parse_kinds(value: str | None) -> set[str] | None:
     if not value:
         return None
-    from localidx.chunk.model import KINDS
+    from localidx.records import KINDS
 
     kinds = {k.strip() for k in value.split(",") if k.strip()}
     unknown = kinds - set(KINDS)

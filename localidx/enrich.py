@@ -31,15 +31,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-from localidx import tokens
-from localidx import tomlfile
-from localidx.chunk.model import Chunk, FileContext
+from localidx import tokens, tomlfile
+from localidx.imports import imported_modules
+from localidx.records import Chunk, FileContext
 
 
 # Part of the table's name: raised whenever the chunks an index holds would differ for the same files (the [META]
-# text, or where chunks are cut: 2 = merged groups name their members, over-budget lines cut by characters), so an
-# index built by an older version is rebuilt beside itself on the next run; unchanged texts keep their vectors.
-META_VERSION = 2
+# text, or where chunks are cut: 2 = merged groups name their members, over-budget lines cut by characters; 3 = import
+# statements read by localidx.imports: a relative import gives no Role, a Go raw-string import does; Markdown split
+# by the one line splitter, over-budget lines cut after whitespace), so an index built by an older version is rebuilt
+# beside itself on the next run; unchanged texts keep their vectors.
+META_VERSION = 3
 
 _CONTAINS_MAX = 8
 _DOC_CHARS = 120
@@ -78,13 +80,6 @@ _WORD_PART = re.compile(
 _IDENTIFIER = re.compile(r"[^\W\d]\w*")
 _PATH_SPLIT = re.compile(r"[/\\]")
 _MODULE_SEPARATORS = re.compile(r"::|\\|/")
-_QUOTED = re.compile(r"""["'<]([^"'<>\s]+)[>"']""")
-_FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\b")
-_IMPORT_HEAD = re.compile(
-    r"^\s*(?:import|use|using|require|include|extern\s+crate|mod|package)\s+(?:static\s+|type\s+)?(.*)$", re.DOTALL
-)
-_MODULE_NAME = re.compile(r"[@\w][\w.:\\/@-]*")
-_BRACED = re.compile(r"\{[^}]*\}")
 _DECORATOR_NAME = re.compile(r"^(?:@|#!?\[|\[)?\s*([\w.:$]+)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 _QUALIFIER = re.compile(r"\.|::|#")
@@ -325,24 +320,10 @@ def _import_roles(imports: tuple[str, ...]) -> frozenset[str]:
 
 
 def _modules(statement: str) -> list[str]:
-    """The module names an import statement names, normalised to lower-case dotted form.
-
-    Quoted names win (JavaScript, Go, C includes, Ruby requires); then Python's ``from X import``; then the first
-    name after the keyword of every comma-separated clause (``import os, sys``; ``use a::b``; ``using X.Y;``).
-    """
-    quoted = _QUOTED.findall(statement)
-    if quoted:
-        return [_normalize_module(q) for q in quoted]
-    from_import = _FROM_IMPORT.match(statement)
-    if from_import:
-        return [_normalize_module(from_import.group(1))]
-    head = _IMPORT_HEAD.match(statement)
-    if head is None:
-        return []
-    # Braces hold imported names, not modules: use std::{fmt, io} names the module std.
-    clauses = _BRACED.sub("", head.group(1)).split(",")
-    names = (_MODULE_NAME.match(clause.strip()) for clause in clauses)
-    return [_normalize_module(n.group()) for n in names if n is not None]
+    """The libraries an import statement names (``localidx.imports``), in lower-case dotted form: ``a.b``, ``a::b`` and
+    ``a/b`` are all ``a.b``. A relative name (``./x``, ``from ..x import y``) is a module of the repository itself,
+    never a library, and is left out."""
+    return [_normalize_module(".".join(m.parts)) for m in imported_modules(statement) if m.up is None]
 
 
 def _normalize_module(name: str) -> str:

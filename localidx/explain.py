@@ -205,7 +205,7 @@ class Explainer:
 
     def annotate(self, rows: list[dict]) -> None:
         """Before a batch is written: explain its code rows from the cache; queue the others."""
-        from localidx.chunk.model import CODE_KINDS
+        from localidx.records import CODE_KINDS
 
         code = [r for r in rows if r["kind"] in CODE_KINDS]
         known = self.cache.get(self.model, self.prompt, [r["content_hash"] for r in code])

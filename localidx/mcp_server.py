@@ -38,9 +38,9 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import ConfigDict, Field
 
-from localidx.chunk.model import KINDS
 from localidx.errors import LocalidxError
 from localidx.protocol import MAX_QUERY_CHARS
+from localidx.records import KINDS
 from localidx.text import valid_text
 
 log = logging.getLogger(__name__)

@@ -24,8 +24,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from localidx.chunk.model import Endpoint
 from localidx.languages import LanguageSpec
+from localidx.records import Endpoint
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,10 @@
-"""The package's import structure: no cycle among module-level imports, no import of another module's private name.
+"""The package's import structure: no cycle among module-level imports, no import of another module's private name,
+and a bottom layer that imports nothing above it.
 
-Both were true of the code once and drifted (a three-module cycle held together by function-level imports; seven
-modules importing ``_names`` from others): this keeps each idea in one place, importable by its public name.
+The first two were true of the code once and drifted (a three-module cycle held together by function-level imports;
+seven modules importing ``_names`` from others): this keeps each idea in one place, importable by its public name.
+The bottom layer is the vocabulary every step shares (errors, printable text, TOML, token counts, the chunk records,
+import statements): any module may import it, and importing it runs nothing else of the package.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "localidx"
+BOTTOM = frozenset({"localidx", "localidx.errors", "localidx.imports", "localidx.records", "localidx.text",
+                    "localidx.tokens", "localidx.tomlfile"})
 
 
 def _modules() -> dict[str, Path]:
@@ -21,18 +26,23 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+def _imported(node: ast.AST, modules: dict[str, Path]) -> set[str]:
+    """The package's modules an import statement names (``from localidx import tokens`` names ``localidx.tokens``)."""
+    targets: list[str] = []
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("localidx"):
+        targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    elif isinstance(node, ast.Import):
+        targets = [alias.name for alias in node.names]
+    return {t for t in targets if t in modules}
+
+
 def _module_level_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
     """module -> the package's modules it imports when it is imported (top-level statements only: an import inside
     a function runs when called, which is how a heavy or late dependency is meant to be taken)."""
     edges: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            targets: list[str] = []
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("localidx"):
-                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-            elif isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            edges[name].update(t for t in targets if t in modules and t != name)
+            edges[name].update(_imported(node, modules) - {name})
     return edges
 
 
@@ -77,3 +87,14 @@ def test_no_module_imports_another_modules_private_name():
                 found += [f"{name} imports {node.module}.{alias.name}" for alias in node.names
                           if alias.name.startswith("_") and not alias.name.startswith("__")]
     assert found == []
+
+
+def test_the_bottom_layer_imports_nothing_above_it():
+    modules = _modules()
+    assert BOTTOM <= modules.keys()  # a renamed bottom module must be renamed here too
+    upward = []
+    for name in sorted(BOTTOM):
+        # Every import, also inside functions: a late import upward is still a dependency upward.
+        for node in ast.walk(ast.parse(modules[name].read_text(encoding="utf-8"))):
+            upward += [f"{name} imports {target}" for target in sorted(_imported(node, modules) - BOTTOM)]
+    assert upward == []

@@ -8,8 +8,8 @@ import pytest
 
 from localidx import tokens
 from localidx.chunk.docs import check_docs, chunk_markdown
-from localidx.chunk.model import LEVEL_CONTENT
 from localidx.config import Settings
+from localidx.records import LEVEL_CONTENT
 
 README = """\
 ---

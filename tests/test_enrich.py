@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from localidx import enrich, tokens
-from localidx.chunk.model import Chunk, Endpoint, FileContext
+from localidx.records import Chunk, Endpoint, FileContext
 
 
 @pytest.mark.parametrize(

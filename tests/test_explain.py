@@ -16,11 +16,11 @@ import pytest
 
 from conftest import BILLING_MODULE
 from llm_stub import Reply, error_body, serve_llm, unused_url, user_message
-from localidx.chunk.model import CODE_KINDS
 from localidx.config import load_settings
 from localidx.embed.fake import FakeEmbedder
 from localidx.errors import ConfigError
 from localidx.indexer import run_index, sync_work_tree
+from localidx.records import CODE_KINDS
 from localidx.store.index import open_index
 from localidx.store.lance import embed_key
 from localidx.retrieve import search

@@ -94,3 +94,45 @@ def test_invariants(sample: Path):
     again = _chunk(sample)
     assert [c.id for c in again.chunks] == [c.id for c in result.chunks]
     assert len({c.id for c in result.chunks}) == len(result.chunks)
+
+
+def test_a_query_file_reads_the_files_it_inherits_first(tmp_path, monkeypatch):
+    import localidx.languages as languages
+
+    (tmp_path / "base-tags.scm").write_text("; base\n(a) @x\n", encoding="utf-8")
+    (tmp_path / "extra-tags.scm").write_text("; inherits: base\n(b) @y\n", encoding="utf-8")
+    (tmp_path / "extra-chunks.scm").write_text("(c) @z\n", encoding="utf-8")
+    (tmp_path / "lang-tags.scm").write_text("; inherits: extra, base\n(d) @w\n", encoding="utf-8")
+    (tmp_path / "lang-chunks.scm").write_text(";; inherits: extra\n(e) @v\n", encoding="utf-8")
+    (tmp_path / "loop-tags.scm").write_text("; inherits: loop\n", encoding="utf-8")
+    monkeypatch.setattr(languages, "_queries_dir", lambda: tmp_path)
+    languages._query_text.cache_clear()
+    try:
+        spec = languages.LanguageSpec("lang", (), (), "none", ("lang-tags.scm", "lang-chunks.scm"))
+        # Each file after its parents, of its own kind, in the order named; a file inherited twice is read once.
+        assert spec.query_source() == "\n".join([
+            "; base\n(a) @x\n", "; inherits: base\n(b) @y\n", "; inherits: extra, base\n(d) @w\n",
+            "(c) @z\n", ";; inherits: extra\n(e) @v\n",
+        ])
+        with pytest.raises(ValueError, match="loop-tags.scm -> loop-tags.scm"):
+            languages.LanguageSpec("loop", (), (), "none", ("loop-tags.scm",)).query_source()
+    finally:
+        languages._query_text.cache_clear()
+
+
+def test_the_shipped_query_files_inherit_files_that_exist_and_share_them():
+    import re
+
+    queries = FIXTURES.parents[2] / "localidx" / "languages" / "queries"
+    inherited = set()
+    for path in queries.glob("*.scm"):
+        first = path.read_text(encoding="utf-8").split("\n", 1)[0]
+        if m := re.fullmatch(r";+\s*inherits\s*:\s*(.+?)\s*", first):
+            kind = path.name.rsplit("-", 1)[1]
+            for parent in m.group(1).split(","):
+                assert (queries / f"{parent.strip()}-{kind}").is_file(), (path.name, parent)
+                inherited.add(parent.strip())
+    assert inherited == {"ecma", "jsx", "c_family"}
+    # Each language's compiled query holds a shared pattern once: `new X()` is a call in JavaScript and TypeScript.
+    for name in ("javascript", "typescript", "tsx"):
+        assert LANGUAGES[name].query_source().count("(new_expression") == 1, name

@@ -21,9 +21,9 @@ import pytest
 from mcp import StdioServerParameters
 
 from conftest import AUTH_MODULE, AUTH_README, git
-from localidx.chunk.model import KINDS
 from localidx.config import load_settings
 from localidx.daemon import lifecycle
+from localidx.records import KINDS
 
 AUTH = AUTH_MODULE
 README = AUTH_README

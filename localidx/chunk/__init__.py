@@ -15,7 +15,7 @@ from itertools import accumulate
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from localidx.chunk.model import LEVEL_ERROR, Chunk, FileContext
+from localidx.records import LEVEL_ERROR, Chunk, FileContext
 
 log = logging.getLogger(__name__)
 

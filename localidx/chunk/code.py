@@ -22,10 +22,10 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from localidx import tokens
-from localidx.chunk.model import Chunk
 from localidx.chunk.split import split_lines
 from localidx.config import Settings
 from localidx.parse import ParsedFile, Symbol
+from localidx.records import Chunk
 
 GROUP = "group"  # the kind of a merged chunk whose symbols are of different kinds
 

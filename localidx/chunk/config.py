@@ -27,9 +27,9 @@ from pathlib import PurePosixPath
 
 from localidx import tokens
 from localidx.chunk.docs import split_text_lines
-from localidx.chunk.model import Chunk
 from localidx.chunk.split import split_lines
 from localidx.config import Settings
+from localidx.records import Chunk
 
 # Extension (lower case, with the dot) or exact file name -> language. File names are looked up first.
 CONFIG_LANGUAGES: dict[str, str] = {

@@ -17,20 +17,20 @@ Invariants (``check_docs`` verifies them):
   heading of a lower level number, or is None when there is none.
 - Lines are 1-based and inclusive; ``start_line <= end_line``.
 
-Oversize content is split here rather than with ``localidx.chunk.split``: that splitter only prefers cut points,
-while Markdown also has cuts it must not make (inside a fenced code block that fits on its own).
+Oversize content is split by ``localidx.chunk.split``, told which cuts Markdown forbids: inside a fenced code block
+(unless the block alone is over the budget) and after a blank line. Paragraph ends and fence edges are preferred.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from localidx import tokens
-from localidx.chunk.model import LEVEL_CONTENT, Chunk
+from localidx.chunk.split import split_lines
 from localidx.config import Settings
+from localidx.records import LEVEL_CONTENT, Chunk
 
 LANGUAGE = "markdown"
 
@@ -53,129 +53,11 @@ FRONT_MATTER_TITLE = "front matter"
 
 
 @dataclass(frozen=True)
-class _Part:
-    """One budgeted piece of a line range: lines ``start``..``end`` (1-based, inclusive) and their text."""
-
-    start: int
-    end: int
-    text: str
-    overlap: int = 0  # lines repeated from the previous part
-
-
-@dataclass(frozen=True)
 class _Heading:
     start: int
     end: int
     level: int
     title: str
-
-
-def _split_lines(
-    lines: list[str],
-    start: int,
-    end: int,
-    max_tokens: int,
-    overlap: int,
-    can_break: Callable[[int], bool] | None = None,
-    prefer_break: Callable[[int], bool] | None = None,
-) -> list[_Part]:
-    """Split lines ``start``..``end`` of ``lines`` (1-based, inclusive) into parts of at most ``max_tokens`` tokens.
-
-    A part may end after line ``n`` only where ``can_break(n)`` holds, unless what cannot be broken is alone over the
-    budget; it ends where ``prefer_break(n)`` holds when such a line lies in the second half of the part. Each part
-    after the first repeats up to ``overlap`` lines of the one before (fewer when the budget leaves no room, never a
-    whole part). A single line over the budget is cut by characters into parts that keep its line number and join
-    back to the line. Parts never start or end on a blank line they do not repeat.
-    """
-    can_break = can_break or (lambda n: True)
-    prefer_break = prefer_break or (lambda n: False)
-
-    def fit(a: int, b: int) -> bool:
-        return tokens.fits("\n".join(lines[a - 1 : b]), max_tokens)
-
-    def last_fitting(first: int, pos: int) -> int:
-        # The largest b in [pos, end] with lines first..b in budget; first..pos is known to fit. Gallop, then bisect.
-        lo, step = pos, 1
-        while lo + step <= end and fit(first, lo + step):
-            lo += step
-            step *= 2
-        hi = min(end, lo + step - 1)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if fit(first, mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    def choose_break(pos: int, b: int) -> int | None:
-        # A part must bring at least one new non-blank line, not only repeated lines and blanks.
-        while pos <= b and not lines[pos - 1].strip():
-            pos += 1
-        mid = pos + (b - pos) // 2
-        for low, high, preferred_only in ((mid, b, True), (mid, b, False), (pos, mid - 1, True), (pos, mid - 1, False)):
-            for n in range(high, low - 1, -1):
-                if can_break(n) and (prefer_break(n) or not preferred_only):
-                    return n
-        return None
-
-    parts: list[_Part] = []
-    pos = start
-    previous = 0  # line count of the previous part
-    drop_overlap = False
-    while pos <= end:
-        ov = 0 if drop_overlap else max(0, min(overlap, previous - 1))
-        drop_overlap = False
-        while ov > 0 and not fit(pos - ov, pos):
-            ov -= 1
-        if ov == 0:
-            while pos <= end and not lines[pos - 1].strip():
-                pos += 1
-            if pos > end:
-                break
-            if not fit(pos, pos):
-                parts.extend(_Part(pos, pos, piece) for piece in _cut_line(lines[pos - 1], max_tokens))
-                pos += 1
-                previous = 1
-                continue
-        b = last_fitting(pos - ov, pos)
-        if b < end:
-            n = choose_break(pos, b)
-            if n is None and ov > 0:
-                # The repeated lines pushed an unbreakable block over the budget; on its own it may fit.
-                drop_overlap = True
-                continue
-            b = n if n is not None else b
-            while b > pos and not lines[b - 1].strip():
-                b -= 1
-        first = pos - ov
-        parts.append(_Part(first, b, "\n".join(lines[first - 1 : b]), ov))
-        previous = b - first + 1
-        pos = b + 1
-    return parts
-
-
-def _cut_line(line: str, max_tokens: int) -> list[str]:
-    """Cut one over-budget line into pieces that fit, preferring to cut after whitespace; pieces join back to it."""
-    pieces = []
-    rest = line
-    while not tokens.fits(rest, max_tokens):
-        lo, hi = 1, len(rest) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if tokens.fits(rest[:mid], max_tokens):
-                lo = mid
-            else:
-                hi = mid - 1
-        cut = lo
-        space = max(rest.rfind(" ", 0, cut), rest.rfind("\t", 0, cut))
-        if space >= 0 and space + 1 >= cut // 2:
-            cut = space + 1
-        pieces.append(rest[:cut])
-        rest = rest[cut:]
-    if rest:
-        pieces.append(rest)
-    return pieces
 
 
 def split_text_lines(text: str) -> list[str]:
@@ -262,16 +144,6 @@ def chunk_markdown(path: str, text: str, settings: Settings) -> list[Chunk]:
     """
     lines = split_text_lines(text)
     front, headings, fenced = _scan(lines)
-
-    def can_break(n: int) -> bool:
-        return n not in fenced or fenced.get(n + 1) != fenced[n]
-
-    def prefer_break(n: int) -> bool:
-        # The end of a paragraph, or the edge of a fenced block.
-        if n >= len(lines) or not lines[n].strip():
-            return True
-        return fenced.get(n) != fenced.get(n + 1)
-
     chunks: list[Chunk] = []
 
     def add_content(first: int, last: int, title: str, parent_index: int | None, parent_symbol: str, tags: dict):
@@ -283,27 +155,25 @@ def chunk_markdown(path: str, text: str, settings: Settings) -> list[Chunk]:
             return
         body = "\n".join(lines[first - 1 : last])
         if tokens.fits(body, settings.max_tokens):
-            parts = [_Part(first, last, body)]
+            parts = [(first, last, body, 0)]
         else:
-            parts = _split_lines(
-                lines, first, last, settings.max_tokens, settings.overlap_lines, can_break, prefer_break
-            )
-        for index, part in enumerate(parts):
+            parts = _split_section(lines, first, last, fenced, settings)
+        for index, (start, end, part_text, overlap) in enumerate(parts):
             part_title = f"{title} (part {index + 1})" if len(parts) > 1 else title
             chunks.append(
                 Chunk(
                     path=path,
                     language=LANGUAGE,
                     kind="content",
-                    start_line=part.start,
-                    end_line=part.end,
-                    text=part.text,
+                    start_line=start,
+                    end_line=end,
+                    text=part_text,
                     name=part_title,
                     title=part_title,
                     parent=parent_symbol,
                     level=LEVEL_CONTENT,
                     chunk_index=index,
-                    overlap_lines=part.overlap,
+                    overlap_lines=overlap,
                     parent_index=parent_index,
                     tags=dict(tags),
                 )
@@ -344,6 +214,23 @@ def chunk_markdown(path: str, text: str, settings: Settings) -> list[Chunk]:
         next_start = headings[number + 1].start if number + 1 < len(headings) else len(lines) + 1
         add_content(heading.end + 1, next_start - 1, heading.title, index, symbol, {})
     return chunks
+
+
+def _split_section(lines: list[str], first: int, last: int, fenced: dict[int, int],
+                   settings: Settings) -> list[tuple[int, int, str, int]]:
+    """Lines ``first``..``last`` (1-based, inclusive; not blank at either end) over the budget, as parts
+    ``(start, end, text, overlap)``. A part never ends inside a fenced block that fits alone, nor on a blank line, and
+    prefers to end a paragraph or a fenced block."""
+    region = lines[first - 1 : last]
+    forbidden, preferred = set(), set()
+    for k in range(1, len(region)):
+        n = first + k - 1  # a cut at k ends a part after line n
+        if not region[k - 1].strip() or (n in fenced and fenced.get(n + 1) == fenced[n]):
+            forbidden.add(k)
+        elif not region[k].strip() or fenced.get(n) != fenced.get(n + 1):
+            preferred.add(k)
+    parts = split_lines(region, settings.max_tokens, settings.overlap_lines, preferred, forbidden=forbidden)
+    return [(first + part.start, first + part.end - 1, part.text, part.overlap) for part in parts]
 
 
 def check_docs(chunks: list[Chunk], text: str) -> str | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 
 from localidx import enrich, tokens
-from localidx.chunk.model import Chunk, FileContext
+from localidx.records import Chunk, FileContext
 
 
 def _sha(text: str) -> str:

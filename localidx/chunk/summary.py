@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 
 from localidx import tokens
-from localidx.chunk.model import Chunk
 from localidx.config import Settings
 from localidx.parse import ParsedFile
+from localidx.records import Chunk
 
 _SHOWN_PER_KIND = 8
 _SHOWN_ENDPOINTS = 30

@@ -6,9 +6,9 @@ paragraph (after a blank line) and overlap by ``settings.overlap_lines``.
 
 from __future__ import annotations
 
-from localidx.chunk.model import Chunk
 from localidx.chunk.split import split_lines
 from localidx.config import Settings
+from localidx.records import Chunk
 
 
 def chunk_windows(path: str, language: str, lines: list[str], settings: Settings, start: int = 1,

@@ -1,20 +1,27 @@
 """The language table: file name -> grammar -> query files.
 
 Everything a grammar needs to say about a language lives in ``languages.toml`` and ``queries/*.scm``; this module only
-loads them. Files no grammar reads are labelled by ``text-types.toml`` (``text_type``). Grammars and compiled queries are created lazily, once per process, so the CLI starts fast and worker
-processes pay only for the languages they meet.
+loads them. Files no grammar reads are labelled by ``text-types.toml`` (``text_type``). Grammars and compiled queries
+are created lazily, once per process, so the CLI starts fast and worker processes pay only for the languages they meet.
+
+A query file may start with ``; inherits: ecma`` (several names: ``; inherits: ecma,jsx``): the text of
+``ecma-<kind>.scm`` (``<kind>`` is the file's own, ``tags`` or ``chunks``), itself resolved the same way, is read
+before its own, as nvim-treesitter reads its query files; a file inherited twice is read once. Languages that share
+node names share patterns that way.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-
-from localidx import tomlfile
 from pathlib import PurePosixPath
 
+from localidx import tomlfile
+
+_INHERITS = re.compile(r";+\s*inherits\s*:\s*([\w,\s]+?)\s*")
 
 
 @dataclass(frozen=True)
@@ -30,8 +37,9 @@ class LanguageSpec:
         return _ts_language(self.grammar)
 
     def query_source(self) -> str:
-        """The concatenated text of this language's query files."""
-        return "\n".join(_query_text(name) for name in self.queries)
+        """The concatenated text of this language's query files, each after the files it inherits (each file once)."""
+        files = dict.fromkeys(name for query in self.queries for name in _inherited(query))
+        return "\n".join(_query_text(name) for name in files)
 
     def query(self):
         """The compiled tree-sitter Query (cached per language)."""
@@ -45,6 +53,19 @@ def _queries_dir():
 @lru_cache(maxsize=None)
 def _query_text(name: str) -> str:
     return _queries_dir().joinpath(name).read_text(encoding="utf-8")
+
+
+def _inherited(name: str, inheriting: tuple[str, ...] = ()) -> list[str]:
+    """``name`` after the files its first line inherits, depth first, each file once."""
+    if name in inheriting:
+        raise ValueError(f"query files inherit each other in a loop: {' -> '.join([*inheriting, name])}")
+    directive = _INHERITS.fullmatch(_query_text(name).split("\n", 1)[0])
+    files: list[str] = []
+    if directive is not None:
+        kind = name.rsplit("-", 1)[1]
+        for parent in filter(None, (p.strip() for p in directive.group(1).split(","))):
+            files += [f for f in _inherited(f"{parent}-{kind}", (*inheriting, name)) if f not in files]
+    return [*files, name]
 
 
 @lru_cache(maxsize=None)

@@ -263,7 +263,7 @@ def check(profile_name: str, table: dict, query, *, top_k=None, max_tokens=None,
         warnings.append(f"sanitize: locale {locale!r} is not a language tag; using 'en'")
         locale = "en"
     if kind:
-        from localidx.chunk.model import KINDS
+        from localidx.records import KINDS
 
         if kind not in KINDS:
             raise UsageError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")

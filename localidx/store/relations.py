@@ -45,16 +45,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import posixpath
 import re
 import sqlite3
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-
-from localidx.chunk.model import CODE_KINDS
 from localidx import tomlfile
+from localidx.imports import imported_modules
+from localidx.records import CODE_KINDS
 
 RELATIONS_SCHEMA = 1  # the tables and what is written in them: a new value rebuilds existing indexes (``stale``)
 MAX_TARGETS = 3  # definitions kept for one reference when a step finds several
@@ -93,14 +92,6 @@ CREATE TABLE IF NOT EXISTS rel_modules (
 """
 _META_KEY = "relations_schema"
 
-_QUOTED = re.compile(r"""["'<`]([^"'<>`\s]+)[>"'`]""")
-_FROM_IMPORT = re.compile(r"^\s*from\s+(\.*[\w.]*)\s+import\s+(.*)$", re.DOTALL)
-_IMPORT_HEAD = re.compile(
-    r"^\s*(?:import|use|using|require|include|extern\s+crate|mod)\s+(?:static\s+|type\s+)?(.*)$", re.DOTALL
-)
-_MODULE_NAME = re.compile(r"[@\w][\w.:\\/@-]*")
-_BRACED = re.compile(r"\{[^}]*\}")
-_SEPARATORS = re.compile(r"::|[.\\/]")
 _WORD = re.compile(r"\w")
 _NAME_SPLIT = re.compile(r"::|[.#]")
 
@@ -235,13 +226,13 @@ def module_keys(path: str) -> dict[str, int]:
 def import_keys(path: str, statements: list[str]) -> list[str]:
     """Normalised keys of the modules a file's import statements name, from their text alone.
 
-    Quoted names (JavaScript, Go, C includes, Ruby requires) are paths: ``./x`` and ``../x`` are resolved against the
-    importing file's directory and kept exact; a source extension and a package file name are dropped. Python's
-    ``from a.b import c, d`` names ``a/b``, ``a/b/c`` and ``a/b/d`` (leading dots climb from the file's package).
-    Otherwise each comma-separated clause after the keyword names one module (``import a.b``, ``use a::b::C``,
-    ``using A.B``). Names that are not relative also give their tails of 2 to 4 components, and a name of three or
-    more components its parent, since it may name an item; a leading path root (``crate``, ``self``: the table in
-    ``data/relations.toml``) is dropped, so ``use crate::store::Catalog`` gives ``store/catalog`` and ``store``."""
+    The statements are read by ``localidx.imports.imported_modules``, as [META] reads them. A relative name (``./x``,
+    ``../x``, Python's ``from ..x import y``) is resolved against the importing file's directory and kept exact. A
+    quoted path drops a source extension and a package file name. Python's ``from a.b import c, d`` names ``a/b``,
+    ``a/b/c`` and ``a/b/d``. Names that are not relative also give their tails of 2 to 4 components, and a name of
+    three or more components that may end in an item (``use a::b::C``, ``import a.b.C``) its parent; a leading path
+    root (``crate``, ``self``: the table in ``data/relations.toml``) is dropped, so ``use crate::store::Catalog``
+    gives ``store/catalog`` and ``store``."""
     here = path.split("/")[:-1]
     keys: dict[str, None] = {}
     for statement in statements:
@@ -264,47 +255,22 @@ def import_keys(path: str, statements: list[str]) -> list[str]:
 
 def _modules(here: list[str], statement: str):
     """(lower-case components, exact, may end in an item name) of each module a statement names."""
-    quoted = _QUOTED.findall(statement)
-    if quoted:
-        for name in quoted:
-            relative = name.startswith(("./", "../")) or name in (".", "..")
-            if relative:
-                resolved = posixpath.normpath(posixpath.join("/".join(here) or ".", name))
-                if resolved.startswith(".."):
-                    continue  # outside the repository
-                parts = [] if resolved == "." else resolved.split("/")
-            else:
-                parts = name.replace("\\", "/").split("/")
+    for module in imported_modules(statement):
+        parts = module.resolve(here)
+        if parts is None:
+            continue  # outside the repository
+        exact = module.up is not None
+        if module.path:
             if parts:
                 parts[-1] = _strip_source_extension(parts[-1])
                 if parts[-1] in _tables().package_files:
                     parts.pop()
-            yield [p.lower() for p in parts if p], relative, False
-        return
-    from_import = _FROM_IMPORT.match(statement)
-    if from_import:
-        module, names = from_import.group(1), from_import.group(2)
-        dots = len(module) - len(module.lstrip("."))
-        parts = [p.lower() for p in module[dots:].split(".") if p]
-        if dots:
-            if dots - 1 > len(here):
-                return
-            parts = [p.lower() for p in here[: len(here) - (dots - 1)]] + parts
-        imported = [m.group() for m in (_MODULE_NAME.match(c.strip(" \t\n()\\")) for c in names.split(","))
-                    if m is not None]
-        yield parts, bool(dots), False
-        for name in imported:
-            name = name.split(" ")[0]
-            if name != "*":
-                yield [*parts, name.lower()], bool(dots), False
-        return
-    head = _IMPORT_HEAD.match(statement)
-    if head is None:
-        return
-    for clause in _BRACED.sub("", head.group(1)).split(","):
-        m = _MODULE_NAME.match(clause.strip())
-        if m is not None:
-            yield [p.lower() for p in _SEPARATORS.split(m.group()) if p], False, True
+            yield [p.lower() for p in parts], exact, False
+            continue
+        parts = [p.lower() for p in parts]
+        yield parts, exact, module.item
+        for name in module.names:
+            yield [*parts, name.lower()], exact, False
 
 
 def _strip_source_extension(name: str) -> str:

@@ -10,6 +10,9 @@ with, so a client whose settings differ has it restarted rather than be served u
 ``max_frame_bytes`` sets this connection's response limit: a client that reads large frames asks for up to
 ``MAX_NEGOTIATED_FRAME_BYTES`` and then gets any response up to that size; the limit never goes below
 ``MAX_FRAME_BYTES``, and the result says what applies.
+
+The capabilities are the names in ``protocol.METHODS``, sorted: the routing table (``daemon.routes``) serves exactly
+those, a test checks it, and a handler does not read the table that imports it.
 """
 
 from __future__ import annotations
@@ -20,8 +23,6 @@ from localidx.protocol import VERSION_MISMATCH, ProtocolError
 
 def handle(daemon, params: dict) -> dict:
     """Compare versions; answer with the daemon's identity and the methods it serves."""
-    from localidx.daemon.routes import ROUTES
-
     versions = {"protocol_version": protocol.PROTOCOL_VERSION, "package_version": daemon.version}
     if params["protocol_version"] != protocol.PROTOCOL_VERSION:
         raise ProtocolError(VERSION_MISMATCH, f"the daemon speaks protocol {protocol.PROTOCOL_VERSION}, the client "
@@ -41,5 +42,5 @@ def handle(daemon, params: dict) -> dict:
             session.max_frame_bytes = max(protocol.MAX_FRAME_BYTES, params["max_frame_bytes"])
         limit = session.max_frame_bytes
     return {**versions, "pid": daemon.pid, "root": str(daemon.root), "index": str(daemon.paths.state),
-            "capabilities": sorted(ROUTES), "max_frame_bytes": limit, "max_request_bytes": protocol.MAX_FRAME_BYTES,
-            "daemon": daemon.describe()}
+            "capabilities": sorted(protocol.METHODS), "max_frame_bytes": limit,
+            "max_request_bytes": protocol.MAX_FRAME_BYTES, "daemon": daemon.describe()}

@@ -16,7 +16,7 @@ def handle(daemon, params: dict) -> dict:
 
     kind = params.get("kind")
     if kind:
-        from localidx.chunk.model import KINDS
+        from localidx.records import KINDS
 
         if kind not in KINDS:
             raise UsageError(f"unknown kind(s) {kind}; known: {', '.join(KINDS)}")

@@ -1,5 +1,7 @@
+; inherits: c_family
 ; C definitions, after tree-sitter-c's queries/tags.scm (MIT), with the captures localidx adds:
 ; @body (elided in skeletons, its statements are split points), @doc (the comments just above a definition).
+; The typedefs C shares with C++ are in c_family-tags.scm, read first.
 ;
 ; Every definition node is matched by exactly one pattern: parse() would record a node twice if two patterns matched
 ; it and the first had a doc comment. So a struct/union/enum inside `typedef` or a declaration is captured through that
@@ -35,40 +37,6 @@
   ]
   .
   ";")
-
-; typedef struct tag { ... } name_t; is named by its tag; typedef struct { ... } name_t; by the typedef.
-((comment)* @doc
-  .
-  (type_definition
-    type: (struct_specifier name: (type_identifier) @name body: (field_declaration_list) @body)) @definition.struct)
-
-((comment)* @doc
-  .
-  (type_definition
-    type: (struct_specifier !name body: (field_declaration_list) @body)
-    declarator: (type_identifier) @name) @definition.struct)
-
-((comment)* @doc
-  .
-  (type_definition
-    type: (union_specifier name: (type_identifier) @name body: (field_declaration_list) @body)) @definition.struct)
-
-((comment)* @doc
-  .
-  (type_definition
-    type: (union_specifier !name body: (field_declaration_list) @body)
-    declarator: (type_identifier) @name) @definition.struct)
-
-((comment)* @doc
-  .
-  (type_definition
-    type: (enum_specifier name: (type_identifier) @name body: (enumerator_list) @body)) @definition.enum)
-
-((comment)* @doc
-  .
-  (type_definition
-    type: (enum_specifier !name body: (enumerator_list) @body)
-    declarator: (type_identifier) @name) @definition.enum)
 
 ; struct tag { ... } variable;
 ((comment)* @doc

@@ -1,5 +1,6 @@
-; TSX only: captures for JSX nodes, which the plain typescript grammar does not have. Read after the shared
-; typescript-tags.scm and typescript-chunks.scm (see languages.toml).
+; JSX: captures for the JSX nodes that the javascript and tsx grammars have and the plain typescript grammar has not.
+; No language of its own: javascript-chunks.scm inherits it, and tsx reads it after the typescript files (see
+; languages.toml).
 
 ; A component used as an element is a call of that component. Lower-case names are HTML elements, not components.
 ((jsx_opening_element name: [(identifier) @name (member_expression property: (property_identifier) @name)]) @reference.call

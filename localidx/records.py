@@ -1,4 +1,9 @@
-"""The records that flow from the chunker to the store.
+"""The records that flow from the chunker to the store: ``Chunk``, ``FileContext``, ``Endpoint``, and the kinds and
+levels a chunk may have.
+
+Place in the flow: the bottom layer, beside errors.py and text.py. Parsing, chunking, [META], the store, the retrieve
+layer, the daemon, the CLI and the MCP server all speak of chunks in these terms, so this module imports nothing of
+the package (importing it runs no chunker code).
 
 A ``Chunk`` is born as a draft (kind, lines, text, symbol facts) in one of the chunkers under ``localidx.chunk``;
 ``localidx.chunk.finalize`` then gives it its identity (``id``, ``span_hash``, ``content_hash``), its token count and
