@@ -19,8 +19,9 @@ Invariants:
 - Pure and deterministic: the same chunk and file context give the same header, byte for byte. The only I/O is
   reading ``localidx/data/keywords.toml`` once. Role and Contains follow the order of that table, never a set's.
 - The header stays under 20% of the tokens of header plus text (see ``header`` for the one exception).
-- ``META_VERSION`` is part of the embedding cache key: bump it with any change to the output, in code or in the
-  keyword table, so stored embeddings are recomputed.
+- ``META_VERSION`` names the chunk table: bump it with any change to the output, in code or in the keyword table,
+  so that an index rebuilds instead of mixing both. Vectors are cached by the exact text embedded
+  (``store.lance.embed_key``), so a rebuild re-embeds only the chunks whose text changed.
 """
 
 from __future__ import annotations

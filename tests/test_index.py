@@ -279,3 +279,17 @@ def test_changing_the_model_rebuilds_cleanly(repo, tmp_path):
         assert {len(v) for v in vectors} == {384} and len(vectors) == fake.chunks_written
     finally:
         idx.close()
+
+
+def test_a_new_meta_version_rebuilds_and_embeds_only_the_chunks_whose_text_changed(repo, monkeypatch):
+    """An upgrade that changes [META] rebuilds the index in a new table, but a chunk whose embedded text is the same
+    takes its vector from the cache: upgrading does not re-embed a whole repository."""
+    import localidx.enrich as enrich
+
+    first = index(repo)
+    monkeypatch.setattr(enrich, "META_VERSION", enrich.META_VERSION + 1)
+    same = index(repo)
+    assert same.rebuilt and same.chunks_written == first.chunks_written
+    assert same.chunks_embedded == 0 and same.chunks_reused == same.chunks_written
+    again = index(repo, rebuild=True)  # and a rebuild by hand reads the same cache
+    assert again.chunks_embedded == 0 and again.chunks_reused == first.chunks_written

@@ -90,14 +90,20 @@ def cache_schema(dim: int) -> pa.Schema:
     ])
 
 
+# The vector cache key's format: bump it when the same text should embed differently (a change to what
+# ``embedding_input`` makes of a chunk's search text). Not META_VERSION: the key hashes the exact text the model
+# reads, so a [META] change re-embeds the chunks whose text it changed and no others. It stays 2, the META_VERSION
+# that was in the key until [META] version 3, so that caches built then are still read.
+EMBED_KEY_VERSION = 2
+
+
 def embed_key(model_id: str, search_text: str) -> str:
-    """The vector cache's key for a chunk: the model, the [META] version and the exact text the model reads."""
+    """The vector cache's key for a chunk: the model, the key's format and the exact text the model reads."""
     import hashlib
 
     from localidx.embed import embedding_input
-    from localidx.enrich import META_VERSION
 
-    material = f"{model_id}\0{META_VERSION}\0{embedding_input(search_text)}"
+    material = f"{model_id}\0{EMBED_KEY_VERSION}\0{embedding_input(search_text)}"
     return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
 
 
