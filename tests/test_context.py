@@ -331,6 +331,22 @@ def test_a_pasted_report_is_read_line_by_line_as_search_reads_it(repo):
     assert r["files"][0]["path"] in ("src/auth/tokens.py", "src/auth/session.py")
 
 
+
+def test_the_pack_names_the_ranked_files_its_excerpts_leave_out_within_the_budget(repo):
+    """A small pack holds few files: the files the search ranked but no excerpt comes from are named, a line each,
+    under the excerpts, and their tokens count in maxContextTokens."""
+    from localidx.tokens import count
+
+    r = pack(repo, "verify token signature secret session billing charge", max_tokens=300)
+    excerpted = {m["path"] for m in r["matches"]}
+    others = [f["path"] for f in r["files"] if f["path"] not in excerpted]
+    assert others, "the budget should leave some ranked file out of the excerpts"
+    listed = r["augmentedPrompt"].split("Other files that match, best first (not excerpted):\n", 1)[1].splitlines()
+    assert [line.split(" ")[1].rsplit(":", 1)[0] for line in listed] == others
+    assert r["stats"]["fileListTokens"] > 0 and r["stats"]["tokens"] <= 300
+    assert count(r["augmentedPrompt"]) < 300 + count(r["rawQuery"]) + 40 * (len(r["matches"]) + 2)
+
+
 # -- query transforms and multi-query -----------------------------------------------------------------------------
 
 

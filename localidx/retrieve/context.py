@@ -161,9 +161,14 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
 
     if matches:
         from localidx.retrieve.merge import fit_budget
+        from localidx.tokens import count
 
-        matches, budget_stats = fit_budget(matches, prof.max_context_tokens)
-        stats.update(budget_stats)
+        # The other files the search ranked are named in the pack (a line each), so a pack whose excerpts hold a
+        # few files still says which files to open: their tokens come out of the budget first.
+        listed = count(file_list(files, ())) if files else 0
+        matches, budget_stats = fit_budget(matches, max(prof.max_context_tokens - listed, 1))
+        budget_stats["tokens"] += listed
+        stats.update(budget_stats, fileListTokens=listed)
         applied.append("context-budget")
         if budget_stats["truncated"]:
             warnings.append(f"the best match alone is over maxContextTokens {prof.max_context_tokens}: "
@@ -341,7 +346,7 @@ def _response(matches, params, profile, raw_query, question, analysis, sub_queri
     for match in matches:
         for key in _INTERNAL:
             match.pop(key, None)
-    prompt = augmented_prompt(question, matches, repo_name)
+    prompt = augmented_prompt(question, matches, repo_name, files)
     instructions = render_template(_template_text(params.profile.template, root, warnings),
                                    {"rawQuery": raw_query, "repoName": repo_name, "locale": params.locale,
                                     "augmentedPrompt": prompt}, warnings)
@@ -375,8 +380,9 @@ def citation(match: dict) -> str:
     return f"{printable(match['repo'])}:{where}" if match.get("repo") else where
 
 
-def augmented_prompt(question: str, matches: list[dict], repo_name: str) -> str:
-    """The question and the numbered context, each excerpt under its ``path:start-end`` citation."""
+def augmented_prompt(question: str, matches: list[dict], repo_name: str, files=()) -> str:
+    """The question and the numbered context, each excerpt under its ``path:start-end`` citation, then the other
+    files the search ranked (``file_list``)."""
     from localidx.text import printable
 
     if not matches:
@@ -399,7 +405,23 @@ def augmented_prompt(question: str, matches: list[dict], repo_name: str) -> str:
             parts.append("Uses:\n" + match["uses"])
         if match.get("used_by"):
             parts.append("Used by:\n" + match["used_by"])
+    others = file_list(files, matches)
+    if others:
+        parts += ["", others]
     return "\n".join(parts)
+
+
+def file_list(files, matches) -> str:
+    """The ranked files (``search.rank_files``) that no excerpt in ``matches`` comes from, a line each with the
+    place of their best match: "" when there are none."""
+    from localidx.text import printable
+
+    shown = {(m.get("repo"), m["path"]) for m in matches}
+    lines = [f"- {citation(f)} {printable(f['symbol'])}".rstrip() for f in files
+             if (f.get("repo"), f["path"]) not in shown]
+    if not lines:
+        return ""
+    return "\n".join(["Other files that match, best first (not excerpted):", *lines])
 
 
 def _template_text(name: str, root: Path | None, warnings: list[str]) -> str:

@@ -47,7 +47,8 @@ sys.path.insert(0, str(HERE))
 from gold import is_source  # noqa: E402
 
 SETUPS = ["baseline windows", "baseline files", "search bm25", "search vector", "search hybrid", "search-files hybrid",
-          "context legacy", "context conservative", "context balanced", "context aggressive", "context-files balanced"]
+          "context legacy", "context conservative", "context balanced", "context aggressive", "context-files balanced",
+          "context-prompt balanced"]
 BASELINE = "baseline windows"
 K_CHUNKS = 50
 WINDOW, STRIDE = 40, 20
@@ -163,10 +164,13 @@ def localidx_rankings(index, query: str, setups: list[str], settings) -> dict[st
             # what `localidx search --files` prints: the 10 best files, then its 10 matches for the function keys
             response = search_response(index, query, files=True, k=10, mode=name)
             matches = response["files"] + response["matches"]
-        elif kind in ("context", "context-files"):
+        elif kind.startswith("context"):
             pack = build_for_repository(index, query, profile=name, settings=settings)
-            # "context": files in pack order; "context-files": the pack's files view (its "files" field)
-            matches = pack["matches"] if kind == "context" else pack["files"] + pack["matches"]
+            # "context": the excerpts' files in pack order; "context-files": the pack's files view (its "files"
+            # field); "context-prompt": the files as the augmented prompt names them (excerpts, then its list of
+            # the other ranked files)
+            matches = {"context": pack["matches"], "context-files": pack["files"] + pack["matches"],
+                       "context-prompt": pack["matches"] + pack["files"]}[kind]
         else:
             continue
         files: list[str] = []
