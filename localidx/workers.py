@@ -167,7 +167,6 @@ def map_files(func: Callable, jobs: list, workers: int, on_crash: Callable | Non
     if workers <= 1 or len(jobs) < BATCH:
         yield from map(func, jobs)
         return
-    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures import TimeoutError as Timeout
     from concurrent.futures.process import BrokenProcessPool
 
@@ -179,7 +178,7 @@ def map_files(func: Callable, jobs: list, workers: int, on_crash: Callable | Non
         batches = deque(todo[i : i + BATCH] for i in range(0, len(todo), BATCH))
         in_flight: deque = deque()
         suspects: list[int] = []
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        with _pool(workers, context) as pool:
             def submit() -> None:
                 if batches:
                     batch = batches.popleft()
@@ -208,7 +207,7 @@ def map_files(func: Callable, jobs: list, workers: int, on_crash: Callable | Non
                     position += 1
         alone = None
         for i in suspects:  # one at a time in a pool of one, so that a crash or a hang names its file
-            alone = alone or ProcessPoolExecutor(1, mp_context=context)
+            alone = alone or _pool(1, context)
             try:
                 results[i] = alone.submit(func, jobs[i]).result(timeout=ALONE_TIMEOUT_S)
             except (BrokenProcessPool, Timeout) as exc:
@@ -225,6 +224,22 @@ def map_files(func: Callable, jobs: list, workers: int, on_crash: Callable | Non
         while position in results:
             yield results.pop(position)
             position += 1
+
+
+def _pool(workers: int, context):
+    """A process pool whose workers all start before any job is queued.
+
+    With a fork server, CPython (3.11-3.12) starts workers one by one as jobs are submitted, while the pool's
+    manager thread already hands out the first jobs: a worker that dies then (a job that kills its process) breaks
+    the pool while the next worker is being started; that one is added after the manager has terminated the others,
+    and the manager waits for it forever (a fresh-clone CI run hung in tests/test_workers.py; the stacks showed the
+    manager in ``join`` and the new worker waiting for a job). Starting them all at once, as the pool does for
+    ``fork``, leaves no such window."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(workers, mp_context=context)
+    pool._safe_to_dynamically_spawn_children = False  # noqa: SLF001 - the only switch for eager start
+    return pool
 
 
 def _kill(pool) -> None:

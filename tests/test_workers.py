@@ -54,3 +54,43 @@ def test_a_file_whose_chunking_crashed_is_kept_as_windows_and_an_error_chunk(tmp
     assert kinds[0] == "error" and "window" in kinds
     assert "died" in item.chunks.chunks[0].text and "respond(request)" in item.chunks.chunks[1].text
     assert item.chunks.errors == ["the chunker's process died on this file"]
+
+
+RACE = '''
+import sys, time
+sys.path.insert(0, {tests!r})
+
+def main():
+    import lancedb  # noqa: F401 - the indexer's situation: workers start from a fork server
+    from concurrent.futures import ProcessPoolExecutor
+    from crash_jobs import crashed, die_first
+    from localidx.workers import map_files
+
+    start = ProcessPoolExecutor._spawn_process
+
+    def second_starts_late(self):
+        if self._processes:
+            time.sleep(1.0)  # a loaded machine: the first worker has taken its job and died by now
+        start(self)
+
+    ProcessPoolExecutor._spawn_process = second_starts_late
+    results = list(map_files(die_first, list(range(16)), 2, on_crash=crashed))
+    print(results[0][0], results[1:] == list(range(1, 16)))
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_worker_that_dies_while_the_pool_is_still_starting_costs_that_job_only(tmp_path: Path):
+    """A job that kills its process before the pool's second worker has started: the map still ends, with that
+    job's crash result (workers were started one by one as jobs came, and the pool then waited forever for the
+    late one, or failed on a closed queue)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "race.py"
+    script.write_text(RACE.format(tests=str(Path(__file__).parent)))
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["crashed", "True"]
