@@ -168,8 +168,10 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
         weight = float(vector_weight)
     if not 0.0 <= weight <= 1.0:
         raise UsageError(f"vector weight must be between 0 and 1, got {weight}")
-    k = max(1, min(MAX_K, int(k)))
-    fetch = max(k, int(fetch)) if fetch else max(CANDIDATES, k)
+    k = max(1, min(max(MAX_K, FILES_FROM), int(k)))  # a files view ranks from more matches than a user may ask for
+    # Not more per arm for a deeper k: fusion normalises each arm over what it fetched, so the first matches of a
+    # files view are the plain search's; the files are ranked from the union.
+    fetch = int(fetch) if fetch else CANDIDATES
     where = filter_clause(language=language, kind=kind, path_glob=path_glob)
 
     from localidx.store.index import reading  # LanceDB failing on its own files: IndexDamaged, with the remedy
@@ -574,7 +576,7 @@ def match_from_row(row: dict, score: float, vector_score: float | None, bm25_sco
 
 # -- the files view -------------------------------------------------------------------------------------------------
 
-FILES_FROM = 100  # chunks a files view is ranked from
+FILES_FROM = 400  # chunks a files view is ranked from (100 let one large file hide the rest: bug-report eval)
 
 
 def rank_files(matches, k: int = 10) -> list[dict]:
