@@ -178,6 +178,17 @@ class ScriptedServer:
         lifecycle.unlink_quietly(self.path)
 
 
+def daemon_environment(monkeypatch, home: Path) -> None:
+    """The environment of a test that starts real daemons (they inherit it): the fake embedder, its own state dir,
+    no watcher, an idle timeout that ends a leftover daemon, and no socket, version or debug override from outside."""
+    monkeypatch.setenv("LOCALIDX_EMBED_MODEL", "fake")
+    monkeypatch.setenv("LOCALIDX_HOME", str(home))
+    monkeypatch.setenv("LOCALIDX_WATCH", "0")
+    monkeypatch.setenv("LOCALIDX_DAEMON_IDLE_S", "300")  # a leftover daemon still goes away by itself
+    for name in (lifecycle.SOCK_ENV, lifecycle.FAKE_VERSION_ENV, "LOCALIDX_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def daemon_like(root: Path, errors: dict | None = None, package_version: str = __version__):
     """A respond function: hello answers like a daemon for ``root``; methods in ``errors`` answer that error."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AUTH_MODULE, AUTH_README, ScriptedServer, daemon_like
+from conftest import AUTH_MODULE, AUTH_README, ScriptedServer, daemon_environment, daemon_like
 from localidx import __version__
 from localidx.backend import Backend
 from localidx.client import probe, stop_daemon
@@ -29,12 +29,7 @@ def repo(make_repo, tmp_path, monkeypatch):
     """A committed repository with its own state dir and runtime dir; any daemon started for it is stopped after."""
     run_dir = Path(tempfile.mkdtemp(prefix="lx-", dir="/tmp"))  # short: AF_UNIX paths stay under 104 bytes
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(run_dir))
-    monkeypatch.setenv("LOCALIDX_EMBED_MODEL", "fake")
-    monkeypatch.setenv("LOCALIDX_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LOCALIDX_WATCH", "0")
-    monkeypatch.setenv("LOCALIDX_DAEMON_IDLE_S", "300")  # a leftover daemon still goes away by itself
-    for name in (lifecycle.SOCK_ENV, lifecycle.FAKE_VERSION_ENV, "LOCALIDX_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
+    daemon_environment(monkeypatch, tmp_path / "home")
     root = make_repo({"auth.py": AUTH_MODULE, "README.md": AUTH_README})
     pids: set[int] = set()
     yield root, pids

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AUTH_MODULE, AUTH_README
+from conftest import AUTH_MODULE, AUTH_README, daemon_environment
 from localidx import __version__, protocol
 from localidx.config import load_settings
 from localidx.daemon import lifecycle
@@ -134,12 +134,7 @@ def run_dir(monkeypatch):
 @pytest.fixture
 def daemons(make_repo, tmp_path, monkeypatch, run_dir):
     """A committed repository and a Daemons helper for it; the environment is shared with daemons it starts."""
-    monkeypatch.setenv("LOCALIDX_EMBED_MODEL", "fake")
-    monkeypatch.setenv("LOCALIDX_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LOCALIDX_WATCH", "0")
-    monkeypatch.setenv("LOCALIDX_DAEMON_IDLE_S", "300")  # a leftover daemon still goes away by itself
-    for name in (lifecycle.SOCK_ENV, lifecycle.FAKE_VERSION_ENV, "LOCALIDX_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
+    daemon_environment(monkeypatch, tmp_path / "home")
     root = make_repo({"auth.py": AUTH, "README.md": README})
     helper = Daemons(root)
     try:
