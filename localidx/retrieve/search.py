@@ -169,9 +169,11 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     if not 0.0 <= weight <= 1.0:
         raise UsageError(f"vector weight must be between 0 and 1, got {weight}")
     k = max(1, min(max(MAX_K, FILES_FROM), int(k)))  # a files view ranks from more matches than a user may ask for
-    # Not more per arm for a deeper k: fusion normalises each arm over what it fetched, so the first matches of a
-    # files view are the plain search's; the files are ranked from the union.
-    fetch = int(fetch) if fetch else CANDIDATES
+    # Each arm reads enough for the k a user may ask for, but not more for a files view's deeper k: fusion
+    # normalises each arm over what it fetched, so a files view's first matches are the plain search's; its files
+    # are ranked from the union.
+    shown = min(k, MAX_K)
+    fetch = max(shown, int(fetch)) if fetch else max(CANDIDATES, shown)
     where = filter_clause(language=language, kind=kind, path_glob=path_glob)
 
     from localidx.store.index import reading  # LanceDB failing on its own files: IndexDamaged, with the remedy
