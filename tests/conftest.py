@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,31 @@ def isolated_registry(tmp_path_factory, monkeypatch) -> Path:
     path = tmp_path_factory.mktemp("registry") / "registry.json"
     monkeypatch.setenv("LOCALIDX_REGISTRY", str(path))
     return path
+
+
+@contextmanager
+def indexed_once(tmp_path_factory, name: str, files: dict[str, str]):
+    """(root, settings, read-only index) of a repository holding ``files``, indexed with the fake embedder, for a
+    module-scoped fixture: the per-test registry fixture is not active there, so the registry is pointed away from
+    the user's here, for as long as the ``with`` lasts."""
+    from localidx.config import load_settings
+    from localidx.indexer import run_index
+    from localidx.store.index import open_index
+
+    base = tmp_path_factory.mktemp(name)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LOCALIDX_REGISTRY", str(base / "registry.json"))
+    try:
+        root = init_repo(base / name, files)
+        settings = load_settings(root, {"embed_model": "fake", "home": str(base / f"{name}-home")})
+        run_index(root, True, settings)
+        index = open_index(root, True, settings, read_only=True)
+        try:
+            yield root, settings, index
+        finally:
+            index.close()
+    finally:
+        mp.undo()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, init_repo
+from conftest import git, indexed_once, init_repo
 from llm_stub import serve_llm, user_message
 from localidx.config import load_settings
 from localidx.errors import UsageError
@@ -141,16 +141,8 @@ def _make_indexed(base: Path, name: str, files: dict[str, str]) -> tuple[Path, o
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     """One indexed repository for the read-only tests (the registry pointed away from the user's)."""
-    base = tmp_path_factory.mktemp("ctx")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("LOCALIDX_REGISTRY", str(base / "registry.json"))
-    try:
-        root, settings = _make_indexed(base, "auth", FILES)
-        index = open_index(root, True, settings, read_only=True)
-        yield root, settings, index
-        index.close()
-    finally:
-        mp.undo()
+    with indexed_once(tmp_path_factory, "auth", FILES) as indexed:
+        yield indexed
 
 
 def pack(repo, question: str, **options) -> dict:

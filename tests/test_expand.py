@@ -12,14 +12,11 @@ import dataclasses
 
 import pytest
 
-from conftest import init_repo
-from localidx.config import load_settings
-from localidx.indexer import run_index
+from conftest import indexed_once
 from localidx.retrieve.expand import NEIGHBOR_SCORE, expand
 from localidx.retrieve.guard import check
 from localidx.retrieve.profiles import get_profile
 from localidx.retrieve.search import COLUMNS, Staleness, match_from_row
-from localidx.store.index import open_index
 from localidx.store.relations import Relations
 
 SHAPES = '''"""Shapes and the canvas that draws them."""
@@ -87,18 +84,8 @@ class Canvas:
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
     """(index, pinned table) of a repository holding SHAPES, indexed once for the module."""
-    base = tmp_path_factory.mktemp("expand")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("LOCALIDX_REGISTRY", str(base / "registry.json"))
-    try:
-        root = init_repo(base / "repo", {"geometry/shapes.py": SHAPES})
-        settings = load_settings(root, {"embed_model": "fake", "home": str(base / "home")})
-        run_index(root, True, settings)
-        index = open_index(root, True, settings, read_only=True)
+    with indexed_once(tmp_path_factory, "expand", {"geometry/shapes.py": SHAPES}) as (_root, _settings, index):
         yield index, index.store.snapshot()
-        index.close()
-    finally:
-        mp.undo()
 
 
 def profile(strategy: str, **values):
