@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from localidx.config import Settings
+from localidx.embed import embeds_inline
 from localidx.errors import IndexDamaged
 from localidx.store.index import Index, open_index_at
 
@@ -100,6 +101,11 @@ class RunStats:
 
     def fail(self, path: str, stage: str, reason: str) -> None:
         self.failed_files.append({"path": path, "stage": stage, "reason": reason})
+
+    def embedding_took(self, seconds: float) -> None:
+        """Count time spent embedding (inline in write batches or filling vectors in) and update the rate."""
+        self.embed_s = round(self.embed_s + seconds, 3)
+        self.rate = round(self.chunks_embedded / self.embed_s, 2) if self.embed_s else 0.0
 
 
 def _reason(exc: BaseException) -> str:
@@ -540,10 +546,12 @@ class _Batch:
                     owner.setdefault(row["embed_key"], f.path)
         embedded = {}
         problems = [p for f in files for p in f.problems]
-        if self.embed and 0 < len(missing) <= INLINE_EMBED_MAX:
-            # A few new texts (an edit): embed them now and write rows and vectors in one commit; filling them in
-            # later costs a merge over the whole table (seconds at 100k rows).
+        if self.embed and missing and (len(missing) <= INLINE_EMBED_MAX or embeds_inline(index.embedder)):
+            # A few new texts (an edit), or a model as fast as writing: embed them now and write rows and vectors
+            # in one commit; filling them in later costs a merge over the whole table (seconds at 100k rows).
+            started = time.perf_counter()
             embedded = _embed_safely(index, missing, owner, stats, problems)
+            took = time.perf_counter() - started
         for row in rows:
             row["vector"] = cached.get(row["embed_key"]) or embedded.get(row["embed_key"])
         store.replace_files([f.path for f in files], rows)
@@ -552,7 +560,9 @@ class _Batch:
         catalog.set_problems([f.path for f in files], problems)
         stats.chunks_written += len(rows)
         stats.chunks_reused += reused
-        stats.chunks_embedded += len(embedded)
+        if embedded:
+            stats.chunks_embedded += len(embedded)
+            stats.embedding_took(took)
 
 
 # -- vectors ------------------------------------------------------------------------------------------------------
@@ -666,8 +676,7 @@ def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> 
         progress("embed", done=done, total=total, rate=rate)
         if should_stop is not None and should_stop():
             stopped = True
-    stats.embed_s = round(time.perf_counter() - started, 3)
-    stats.rate = round(stats.chunks_embedded / stats.embed_s, 2) if stats.embed_s else 0.0
+    stats.embedding_took(time.perf_counter() - started)
     store.ensure_indexes()
 
 

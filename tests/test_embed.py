@@ -236,3 +236,31 @@ def test_real_static_table_builds_once_offline_and_finds_by_meaning(make_repo, t
         assert search(index, "shrink a picture", mode="vector")[0].path == "images.py"
     finally:
         index.close()
+
+
+def test_a_static_model_writes_every_row_with_its_vector_where_a_slow_one_leaves_them_pending(small_static, make_repo,
+                                                                                            tmp_path):
+    """A run stopped as soon as it may stop: with the static model every chunk was embedded before its batch was
+    written (no vector merge afterwards, the cold index's memory peak), with a slow model the new rows wait for
+    their vectors and BM25 answers meanwhile."""
+    from localidx.config import load_settings
+    from localidx.embed.fake import FakeEmbedder
+    from localidx.indexer import sync_work_tree
+    from localidx.store.index import open_index
+
+    body = "".join(f"    step_{j} = value * {j} + offset  # step {j} of the calculation\n" for j in range(24))
+    root = make_repo({f"pkg/mod{n}.py": "".join(f"def handler_{n}_{k}(value, offset={n}):\n{body}    return step_3\n\n\n"
+                                                 for k in range(4)) for n in range(24)})
+    pending = {}
+    for name, embedder in (("static", small_static), ("slow", FakeEmbedder())):
+        settings = load_settings(root, {"home": str(tmp_path / name)})
+        index = open_index(root, True, settings, embedder=embedder)
+        try:
+            stats = sync_work_tree(index, root, settings, should_stop=lambda: True)
+            missing = index.store.pending_vectors()
+        finally:
+            index.close()
+        assert stats.chunks_written > 64  # more new texts than an edit's batch embeds inline
+        pending[name] = (stats.chunks_pending, len(missing))
+    assert pending["static"] == (0, 0)
+    assert pending["slow"][0] > 0 and pending["slow"][1] > 0

@@ -41,6 +41,14 @@ class Embedder(Protocol):
         """One unit vector for a search query."""
 
 
+def embeds_inline(embedder) -> bool:
+    """Whether the indexer embeds every new text before its rows are written (an embedder that sets
+    ``embeds_inline = True`` because it is as fast as writing): one commit per batch, where filling vectors in
+    afterwards costs a merge per commit and, on a cold index of 27k chunks, 250 MB of the writer's peak memory.
+    A slow model (the transformer) leaves new rows without vectors, so that BM25 answers while it works."""
+    return bool(getattr(embedder, "embeds_inline", False))
+
+
 def embedding_input(search_text: str) -> str:
     """The part of a chunk's search text the model embeds: everything but the path-derived header facts."""
     if not search_text.startswith(_META):

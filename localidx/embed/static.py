@@ -312,6 +312,8 @@ class StaticEmbedder:
     sum of its pieces' rows, up to ``max`` tokens (the piece that crosses the cap is left out whole), normalised.
     Code repeats its pieces, so after the first few hundred texts almost no text needs the tokenizer at all."""
 
+    embeds_inline = True  # about as fast as the writer: the indexer embeds a batch before writing it
+
     def __init__(self, name: str = PREFIX, table: np.ndarray | None = None):
         self.spec = StaticSpec.parse(name)
         self.model_name = self.spec.name
