@@ -246,11 +246,12 @@ def measure(repo: Path, size: int, args) -> dict:
     from localidx.store.index import open_index
     from query import QUERIES
 
+    # In this process's environment too: a client whose settings differ from the daemon's restarts it with its own.
+    os.environ.update({"LOCALIDX_DAEMON_RELEASE_S": str(args.release_s), "LOCALIDX_DEBUG": "1"})
     settings = load_settings(repo)
     paths = lifecycle.daemon_paths(repo, True, settings)
-    env = {"LOCALIDX_DAEMON_RELEASE_S": str(args.release_s), "LOCALIDX_DEBUG": "1"}
     row: dict = {"size": size}
-    wall, _ = cli(repo, "daemon", "start", env=env)
+    wall, _ = cli(repo, "daemon", "start")
     try:
         client = connect(repo, True, settings, timeout=120)
         status = wait_idle(client)
