@@ -12,7 +12,7 @@ search over random vectors is slower than over real ones, so the vector arm's fi
 size lives under ``--work/<size>/`` and ``--reuse`` keeps it between runs (``--build-only`` builds and stops).
 
 Per size, with ``localidx daemon start`` (watcher on, ``daemon_release_s`` = ``--release-s``, debug log on for the
-request times): the daemon's memory once started, after warm-up, after the queries; ``search/query`` k=10 hybrid
+request times): the daemon's memory once started, after warm-up, after the queries, 4 s later (idle); ``search/query`` k=10 hybrid
 through one ``Client`` and ``localidx.retrieve.search`` in this process, in alternating blocks of ten queries (the
 two compete for the same two cores otherwise), the daemon's own time per request (its debug log) and so the socket's
 share; the BM25 and vector arms alone in-process; ``context/build`` balanced; 200 raw clients connected and asking
@@ -246,11 +246,12 @@ def measure(repo: Path, size: int, args) -> dict:
     from localidx.store.index import open_index
     from query import QUERIES
 
+    # In this process's environment too: a client whose settings differ from the daemon's restarts it with its own.
+    os.environ.update({"LOCALIDX_DAEMON_RELEASE_S": str(args.release_s), "LOCALIDX_DEBUG": "1"})
     settings = load_settings(repo)
     paths = lifecycle.daemon_paths(repo, True, settings)
-    env = {"LOCALIDX_DAEMON_RELEASE_S": str(args.release_s), "LOCALIDX_DEBUG": "1"}
     row: dict = {"size": size}
-    wall, _ = cli(repo, "daemon", "start", env=env)
+    wall, _ = cli(repo, "daemon", "start")
     try:
         client = connect(repo, True, settings, timeout=120)
         status = wait_idle(client)
@@ -309,6 +310,9 @@ def measure(repo: Path, size: int, args) -> dict:
         row["clients"] = (answered, took)
         row["queries_done"] = memory(client)
         print(f"  {CLIENTS} clients at once: {answered} answered in {took:.1f} s; {mem_line(row['queries_done'])}")
+        time.sleep(4.0)  # quiet: the daemon's idle trim gives the heap's free pages back (daemon/server.py)
+        row["idle"] = memory(client)
+        print(f"  idle 4 s after the queries: {mem_line(row['idle'])}")
 
         # Idle: the release, then the first query after it.
         t0 = time.perf_counter()
@@ -374,12 +378,12 @@ def end_to_end(repo: Path) -> None:
 
 
 def summary(rows: list[dict]) -> None:
-    print("\n| chunks | idle RSS, warm | after release | first query after release | hybrid p50 in-process / socket "
+    print("\n| chunks | idle RSS, warm (4 s after the queries) | after release | first query after release | hybrid p50 in-process / socket "
           "(socket's share) | bm25 / vector arm p50 | context/build balanced p50 | 200 clients |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         p = lambda key: percentile(r[key], 50) * 1e3  # noqa: E731
-        print(f"| {r['chunks']:,} | {r['queries_done']['rss_mb']:.0f} MB ({r['queries_done']['anon_mb']:.0f} anon) "
+        print(f"| {r['chunks']:,} | {r['idle']['rss_mb']:.0f} MB ({r['idle']['anon_mb']:.0f} anon) "
               f"| {r['released']['rss_mb']:.0f} MB ({r['released']['anon_mb']:.0f} anon) "
               f"| {r['first_after_release'] * 1e3:.0f} ms | {p('inproc'):.1f} / {p('socket'):.1f} ms "
               f"({r['overhead_ms']:.1f}) | {p('bm25'):.1f} / {p('vector'):.1f} ms | {p('context'):.1f} ms "

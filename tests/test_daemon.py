@@ -746,23 +746,53 @@ def test_a_response_over_the_frame_limit_is_delivered_to_a_client_that_asked_for
     assert len(json.loads(proc.stdout)["changed_files"]) == 6000
 
 
-def test_the_idle_release_drops_the_model_and_the_next_query_loads_it_again(daemons):
+def test_the_idle_release_drops_the_index_caches_keeps_a_small_model_and_the_next_query_answers(daemons):
     d = daemons
     d.start(env={"LOCALIDX_DAEMON_RELEASE_S": "1"})
     d.ready()
     released = wait_for(lambda: (lambda m: m if m["released"] else None)(hello_daemon(d)["memory"]), 30,
                         "the idle release")
-    assert released["model_loaded"] is False and released["releases"] >= 1
-    assert "released the model and the index caches" in d.cli("daemon", "logs").stdout
-    assert any("verify_token" in m["symbol"].split(", ") for m in search_over_socket(d))  # loads it again
+    # The fake model costs nothing to hold: it stays loaded, and the next query does not load it again.
+    assert released["model_loaded"] is True and released["model_loads"] == 1 and released["releases"] >= 1
+    assert "released the index caches after" in d.cli("daemon", "logs").stdout
+    assert any("verify_token" in m["symbol"].split(", ") for m in search_over_socket(d))  # opens the index again
     after = hello_daemon(d)["memory"]
-    assert after["model_loaded"] is True
+    assert after["model_loaded"] is True and after["model_loads"] == 1 and not after["released"]
     (d.root / "billing.py").write_text("def charge_invoice(invoice):\n    return invoice.total\n")
     wait_for(lambda: hello_daemon(d)["memory"]["released"], 30, "a second release")
     with d.raw() as raw:  # the writer opens its index again for the run
         record = raw.ask("index/reindex", {"paths": ["billing.py"], "wait": True})["result"]
     assert record["files_processed"] == 1
     assert "billing.py" in [m["path"] for m in search_over_socket(d, "charge invoice")]
+
+
+def test_the_idle_release_drops_a_model_that_costs_more_than_the_limit(daemons):
+    d = daemons
+    d.start(env={"LOCALIDX_DAEMON_RELEASE_S": "1", "LOCALIDX_FAKE_MODEL_MB": "300"})
+    d.ready()
+    released = wait_for(lambda: (lambda m: m if m["released"] else None)(hello_daemon(d)["memory"]), 30,
+                        "the idle release")
+    assert released["model_loaded"] is False and released["model_mb"] > 100
+    assert "released the index caches and the model" in d.cli("daemon", "logs").stdout
+    assert any("verify_token" in m["symbol"].split(", ") for m in search_over_socket(d))  # loads it again
+    after = hello_daemon(d)["memory"]
+    assert after["model_loaded"] is True and after["model_loads"] == 2
+
+
+def test_an_idle_daemon_gives_freed_memory_back(daemons):
+    d = daemons
+    d.start(env={"LOCALIDX_DAEMON_RELEASE_S": "0"})
+    d.ready()
+    from localidx.daemon.server import TRIM_AFTER_S
+
+    before = hello_daemon(d)["memory"]["trims"]
+    assert search_over_socket(d)
+    for _ in range(10):  # a hello is a request too: ask only after a quiet spell longer than the trim's
+        time.sleep(TRIM_AFTER_S + 1.0)
+        if hello_daemon(d)["memory"]["trims"] > before:
+            break
+    else:
+        raise AssertionError("no idle trim after a query")
 
 
 def test_a_subscriber_hears_about_runs_and_does_not_keep_the_daemon_up(daemons):

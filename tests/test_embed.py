@@ -112,7 +112,7 @@ def test_transformer_fills_bigger_batches_on_a_gpu(monkeypatch, tmp_path):
         def get_providers(self):
             return [self.provider, CPU]
 
-        def run(self, _names, feed):
+        def run(self, _names, feed, _options=None):
             runs.append(feed["input_ids"].shape)
             return [np.ones((*feed["input_ids"].shape, 384), dtype=np.float32)]
 
@@ -145,6 +145,68 @@ def test_transformer_gives_fastembeds_vectors_on_the_cpu(monkeypatch, tmp_path):
     assert float(capped.embed_query(texts[3]) @ a[3]) < 0.9999  # a shorter window is another model
     with pytest.raises(EmbedError, match="unknown parameter"):
         get_embedder(DEFAULT_MODEL + "[dim=3]")
+
+
+@pytest.mark.real_model
+def test_lean_model_gives_the_shipped_models_vectors(monkeypatch, tmp_path):
+    """The transformer runs model.lean.onnx (word-embedding table gathered as int8): the vectors are those of the
+    shipped model.onnx, for a query and for a batch of chunks of different lengths."""
+    from localidx.embed.onnx import LEAN_MODEL
+    from localidx.embed.transformer import TransformerEmbedder
+
+    monkeypatch.setenv("LOCALIDX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(runtime.DEVICE_ENV, raising=False)
+    lean = TransformerEmbedder(threads=1)
+    assert lean._model_file.name == LEAN_MODEL and not lean._model_file.is_symlink()
+    shipped = TransformerEmbedder(threads=1)
+    shipped._model_file = shipped._dir / "model.onnx"
+    texts = [JSON_READER, IMAGE_RESIZER, QUERY, " ".join(f"value_{i} = {i}" for i in range(300))]
+    assert np.allclose(lean.embed(texts), shipped.embed(texts), rtol=0, atol=1e-6)
+    assert np.allclose(lean.embed_query(QUERY), shipped.embed_query(QUERY), rtol=0, atol=1e-6)
+
+
+def test_lean_file_is_added_to_a_model_directory_assembled_before_it(monkeypatch, tmp_path):
+    from localidx.embed.onnx import LEAN_MODEL, default_model_dir
+
+    monkeypatch.setenv("LOCALIDX_CACHE_DIR", str(tmp_path / "cache"))
+    directory, model_id = default_model_dir()
+    (directory / LEAN_MODEL).unlink()
+    tokenizer = (directory / "tokenizer.json").stat().st_ino
+    assert default_model_dir() == (directory, model_id)
+    assert (directory / LEAN_MODEL).stat().st_size > 20_000_000
+    assert (directory / "tokenizer.json").stat().st_ino == tokenizer  # added in place, nothing assembled again
+
+
+def test_lean_rewrite_refuses_a_graph_it_does_not_know(tmp_path):
+    from localidx.embed.lean import lean_model
+    from localidx.embed.onnx import default_model_dir
+
+    shipped = (default_model_dir()[0] / "model.onnx").read_bytes()
+    with pytest.raises(ValueError, match="unexpected graph"):
+        lean_model(shipped, table="no_such_table")
+    with pytest.raises(ValueError):
+        lean_model(b"\x3a\x05abc")  # a graph field cut short
+
+
+@pytest.mark.real_model
+def test_transformer_gives_its_arena_back_after_each_call(monkeypatch, tmp_path):
+    """A call with long chunks grows ONNX Runtime's arena by hundreds of MB; the call's last run gives it back, so
+    a daemon that indexed once does not stay that large."""
+    from localidx.daemon import memory
+    from localidx.embed.transformer import TransformerEmbedder
+
+    if not memory.usage():
+        pytest.skip("needs /proc")
+    monkeypatch.setenv("LOCALIDX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(runtime.DEVICE_ENV, raising=False)
+    embedder = TransformerEmbedder()
+    embedder.embed_query(QUERY)
+    memory.trim()
+    before = memory.usage()["rss_mb"]
+    long_chunk = " ".join(f"value_{i} = compute(value_{i - 1}, {i})" for i in range(1, 120))
+    embedder.embed([long_chunk] * 32)
+    memory.trim()
+    assert memory.usage()["rss_mb"] - before < 100  # the arena kept grew it by ~300 MB here
 
 
 # -- static ---------------------------------------------------------------------------------------------------

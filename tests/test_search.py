@@ -195,6 +195,33 @@ def test_modes_restrict_to_one_arm(indexed):
     assert vector[0].score == 1.0
 
 
+@pytest.mark.parametrize("query", ["verify the session token of a user", "signing key",
+                                   "Traceback (most recent call last):\n  File \"src/auth.py\", line 10, in "
+                                   "verify_token\nAttributeError: 'str' object has no attribute 'signature'"])
+def test_the_vector_arm_on_its_own_thread_ranks_as_one_arm_after_the_other(indexed, monkeypatch, query):
+    """The vector arm runs beside the BM25 arm; the ranking (ids, scores, each arm's score) is the one of running
+    them in turn, for a question and for a pasted report (two BM25 arms and the frames)."""
+    import importlib
+    from concurrent.futures import Future
+
+    module = importlib.import_module("localidx.retrieve.search")  # the package exports a function of that name
+
+    _root, _settings_, open_ = indexed
+    index = open_()
+    both = search(index, query, k=20)
+    assert any(m.vector_score is not None for m in both) and any(m.bm25_score is not None for m in both)
+
+    class InTurn:
+        def submit(self, fn, *args):
+            done = Future()
+            done.set_result(fn(*args))
+            return done
+
+    monkeypatch.setattr(module, "_arm_pool", lambda: InTurn())
+    in_turn = search(index, query, k=20)
+    assert [m.to_dict() for m in both] == [m.to_dict() for m in in_turn]
+
+
 @pytest.mark.parametrize("fusion", ["linear", "rrf"])
 def test_results_are_unique_and_sorted(indexed, fusion):
     _root, _settings_, open_ = indexed

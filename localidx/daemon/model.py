@@ -6,8 +6,9 @@ the indexer take it as they take any embedder. What it adds:
 - **One load.** The first call loads the model under a lock: queries that arrive together after a release wait for
   one load instead of each loading a copy (the default model costs about 160 MB once loaded).
 - **Release.** ``release()`` waits for the calls in flight, then drops the loaded embedder; the next call makes and
-  loads a fresh one. The daemon releases it after ``daemon_release_s`` without a query or a run, so a daemon left
-  running all day costs little memory while nobody asks it anything.
+  loads a fresh one. ``load_mb`` is what loading it added to the process's own memory; the daemon's idle release
+  drops a model that costs more than ``server.KEEP_MODEL_MB`` and keeps a smaller one (the default model: about
+  55 MB), whose reload would be most of the first query's time afterwards.
 
 ``model_id`` and ``dim`` are known without loading (an ``Embedder`` has them from its constructor), so a released
 model still names the table it reads.
@@ -24,6 +25,8 @@ import logging
 import threading
 import time
 from typing import Callable, Sequence
+
+from localidx.daemon import memory
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,7 @@ class SharedModel:
         self.loaded = False
         self.loads = 0  # how many times the model was loaded (1 at start, +1 after every release that was used)
         self.load_s = 0.0  # how long the last load took
+        self.load_mb: float | None = None  # the process's own memory the last load added (None: not known here)
 
     @property
     def dim(self) -> int:
@@ -124,7 +128,13 @@ class SharedModel:
             if self.loaded:
                 return
             started = time.perf_counter()
+            before = memory.usage().get("anon_mb")
             inner.embed_query(WARM_UP)
+            # Making the session optimises the graph; its scratch (about 65 MB for the default model) is freed but
+            # stays in the heap until the allocator is asked to give it back.
+            memory.trim()
+            after = memory.usage().get("anon_mb")
+            self.load_mb = round(max(0.0, after - before), 1) if before is not None and after is not None else None
             self.load_s = time.perf_counter() - started
             self.loads += 1
             self.loaded = True

@@ -21,7 +21,14 @@ class FakeEmbedder:
     model_id = "fake-bow-64"
     dim = 64
 
+    def _load(self) -> None:
+        # Tests of the daemon's idle release give it a model's weight: this many MB held once it has embedded.
+        size = float(os.environ.get("LOCALIDX_FAKE_MODEL_MB", "0") or 0)
+        if size and getattr(self, "_weights", None) is None:
+            self._weights = np.ones(int(size * 2**20) // 8)
+
     def _one(self, text: str) -> np.ndarray:
+        self._load()
         vec = np.zeros(self.dim, dtype=np.float32)
         for word in _WORDS.findall(text):
             digest = hashlib.blake2b(word.lower().encode(), digest_size=8).digest()

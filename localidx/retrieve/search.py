@@ -33,6 +33,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -151,6 +153,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     """
     if not isinstance(query, str) or not query.strip():
         raise UsageError("empty query")
+    sources = list(sources)  # read by two threads (see the arms below)
     # Text that is not valid Unicode (bytes of a pasted name, a lone surrogate from JSON) would stop the tokenizer;
     # the length limit is every path's (search_response reports the cut, a direct call applies it silently).
     query = limit_query(query)[0]
@@ -186,28 +189,34 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
         arms.append((plan.evidence, EVIDENCE_SHARE))
     bm25_raws: list[dict[tuple, float]] = [{} for _arm in arms]
     vector_raw: dict[tuple, float] = {}
-    query_vectors: dict[int, object] = {}  # one embedding of the query per embedder the sources share
-    for label, index, table in sources:
-        indexes[label] = index
-        if mode in ("hybrid", "bm25"):
-            for n, (text, _share) in enumerate(arms):
-                required = mode == "bm25" and n == 0
-                for row in reading(index.paths, lambda: _bm25_arm(table, text, where, fetch, required=required)):
-                    key = (label, row["id"])
-                    if key not in bm25_raws[n]:
-                        bm25_raws[n][key] = float(row["_score"])
-                        rows.setdefault(key, row)
-        if mode in ("hybrid", "vector"):
-            embedder = index.embedder
-            if id(embedder) not in query_vectors:
-                query_vectors[id(embedder)] = embedder.embed_query(plan.vector_text)
-            vector = query_vectors[id(embedder)]
-            for row in reading(index.paths, lambda: _vector_arm(table, vector, where, fetch)):
-                key = (label, row["id"])
-                if key not in vector_raw:
-                    # Cosine distance is in [0, 2]; similarity keeps "higher is better" like the BM25 score.
-                    vector_raw[key] = 1.0 - float(row["_distance"])
-                    rows.setdefault(key, row)
+    # The vector arms (query embedding, then the ANN search of each source) run on another thread while this one
+    # runs the BM25 arms: ONNX Runtime and LanceDB release the GIL. Their rows are merged below in the order the
+    # arms always had (a source's BM25 rows first), so the ranking is the same as one arm after the other.
+    vector_rows = _arm_pool().submit(_vector_arms, sources, plan.vector_text, where, fetch) \
+        if mode in ("hybrid", "vector") else None
+    try:
+        for label, index, table in sources:
+            indexes[label] = index
+            if mode in ("hybrid", "bm25"):
+                for n, (text, _share) in enumerate(arms):
+                    required = mode == "bm25" and n == 0
+                    for row in reading(index.paths, lambda: _bm25_arm(table, text, where, fetch, required=required)):
+                        key = (label, row["id"])
+                        if key not in bm25_raws[n]:
+                            bm25_raws[n][key] = float(row["_score"])
+                            rows.setdefault(key, row)
+    except BaseException:
+        if vector_rows is not None:
+            vector_rows.exception()  # let it finish reading the pinned table; BM25's error is the one reported
+        raise
+    found = vector_rows.result() if vector_rows is not None else []
+    for label, arm_rows in found:
+        for row in arm_rows:
+            key = (label, row["id"])
+            if key not in vector_raw:
+                # Cosine distance is in [0, 2]; similarity keeps "higher is better" like the BM25 score.
+                vector_raw[key] = 1.0 - float(row["_distance"])
+                rows.setdefault(key, row)
 
     bm25: dict[tuple, float] = {}
     if mode in ("hybrid", "bm25"):
@@ -469,6 +478,35 @@ def _frame_arm(index, table, frames, where: str | None) -> dict[str, tuple[float
             value = weight * (1.0 if hit else FRAME_MISS)
             found[row["id"]] = (found[row["id"]][0] + value if row["id"] in found else value, row)
     return found
+
+
+_ARM_THREADS = 4  # as many as the daemon's request threads: each search has one vector job at a time
+_arm_lock = threading.Lock()
+_arm_executor: ThreadPoolExecutor | None = None
+
+
+def _arm_pool() -> ThreadPoolExecutor:
+    global _arm_executor
+    with _arm_lock:
+        if _arm_executor is None:
+            _arm_executor = ThreadPoolExecutor(max_workers=_ARM_THREADS, thread_name_prefix="localidx-vector-arm")
+        return _arm_executor
+
+
+def _vector_arms(sources, text: str, where: str | None, fetch: int) -> list[tuple[str, list[dict]]]:
+    """Every source's vector-arm rows, ``[(label, rows)]`` in source order; the query is embedded once per embedder
+    the sources share."""
+    from localidx.store.index import reading
+
+    query_vectors: dict[int, object] = {}
+    out = []
+    for label, index, table in sources:
+        embedder = index.embedder
+        if id(embedder) not in query_vectors:
+            query_vectors[id(embedder)] = embedder.embed_query(text)
+        vector = query_vectors[id(embedder)]
+        out.append((label, reading(index.paths, lambda: _vector_arm(table, vector, where, fetch))))
+    return out
 
 
 def _vector_arm(table, vector, where: str | None, fetch: int) -> list[dict]:
