@@ -136,8 +136,10 @@ def is_test_path(path: str) -> bool:
     return any(p.search(path) for p in data().test_paths)
 
 
+@lru_cache(maxsize=1 << 16)
 def path_role(path: str, language: str = "") -> str:
-    """What a file holds besides the code itself: "test", "doc", "generated", "example", or "" for code."""
+    """What a file holds besides the code itself: "test", "doc", "generated", "example", or "" for code.
+    Remembered per path: a hybrid search asks it for every candidate (about 4 ms of a query at 100k chunks)."""
     d = data()
     for role, patterns in d.role_paths:
         if any(p.search(path) for p in patterns):
