@@ -179,7 +179,6 @@ class _CodeChunker:
             text_lines.extend(unit.text_lines)
             numbers.extend(unit.line_numbers)
         base = self._base_chunk(group, depth)
-        preferred = self._preferred_cuts(group, numbers)
         first_index = len(self.chunks)
         text = "\n".join(text_lines)
         if tokens.fits(text, self.settings.max_tokens):
@@ -187,6 +186,7 @@ class _CodeChunker:
             base.parent_index = parent_chunk
             self.chunks.append(base)
             return first_index
+        preferred = self._preferred_cuts(group, numbers)  # only for a group that is cut: it reads the tree
         parts = split_lines(text_lines, self.settings.max_tokens, self.settings.overlap_lines, preferred)
         for k, part in enumerate(parts):
             chunk = _copy(base)
