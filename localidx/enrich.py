@@ -624,7 +624,7 @@ def _header(chunk: Chunk, ctx: FileContext, text_tokens: int, facts: _FileFacts,
     budget = (text_tokens - 1) // 4  # the most header tokens with 4 * header < text
     fields = {"File": chunk.path, "Endpoint": _endpoint(chunk), **_label(chunk)}
     floor = "[META] " + " | ".join(f"{key}: {value}" for key, value in fields.items() if value)
-    if not _fits(floor, budget):
+    if not _fits(floor, budget, floor_head=f"[META] File: {chunk.path}" if chunk.path else ""):
         return floor  # every longer form holds the floor's words too: none can fit, so skip building them
     if not _fits(_render(fields), budget):
         return _first_fitting(fields, budget, floor)
@@ -670,14 +670,20 @@ def tags_and_header(chunk: Chunk, ctx: FileContext, text_tokens: int) -> tuple[d
     return chunk.tags, _header(chunk, ctx, text_tokens, facts, region)
 
 
-def _fits(header_text: str, budget: int) -> bool:
+def _fits(header_text: str, budget: int, floor_head: str = "") -> bool:
     """Whether a header has at most ``budget`` tokens, counted line by line.
 
     cl100k's pre-tokenizer splits at line breaks, so a header's count is its lines' counts plus one per break; the
     lines (File, Language, Role...) repeat from chunk to chunk and trimmed variant to variant, and ``tokens.count``
-    remembers them, so most headers cost no encoding at all."""
+    remembers them, so most headers cost no encoding at all.
+
+    ``floor_head`` is the File line a one-line floor starts with: no piece runs from the path's last character into
+    the `` |`` after it (unless that character is a space), so the floor has at least that line's tokens, and a
+    File line over the budget (the same on every chunk of a file, counted once) answers without counting the rest."""
     if len(header_text.encode()) <= budget:
         return True  # a token is at least one byte: no count needed
+    if floor_head and not floor_head[-1].isspace() and tokens.count(floor_head) > budget:
+        return False
     return sum(tokens.count(line) + 1 for line in header_text.split("\n")) - 1 <= budget
 
 
