@@ -111,7 +111,6 @@ class _Tables:
     roles: tuple[_Role, ...]
     concepts: tuple[_Concept, ...]
     role_patterns: re.Pattern  # every role's patterns at once: most texts match none, and then one pass decides
-    async_pattern: re.Pattern
     test_paths: re.Pattern
     test_symbols: re.Pattern
     test_calls: re.Pattern
@@ -162,7 +161,6 @@ def keyword_tables() -> _Tables:
         roles=tuple(roles),
         concepts=concepts,
         role_patterns=_any_of(role_patterns),
-        async_pattern=_any_of(data["async"]["patterns"]),
         test_paths=_any_of(data["test"]["paths"]),
         test_symbols=re.compile(data["test"]["symbols"]),
         test_calls=re.compile(data["test"]["call_symbols"]),
