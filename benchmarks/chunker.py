@@ -4,7 +4,11 @@ Default corpus: the Python standard library of the running interpreter (about 1,
 site-packages. Prints throughput on every core, peak memory, memory growth per 1000 chunks kept in memory, and the
 quality figures peers are judged on (fragments under 50 characters, the largest chunk).
 
-    .venv/bin/python benchmarks/chunker.py [CORPUS_DIR] [--workers N] [--limit-files N]
+    .venv/bin/python benchmarks/chunker.py [CORPUS_DIR] [--workers N] [--limit-files N] [--phases]
+
+``--phases`` (with ``--workers 1``) also prints where the CPU time went: process-time counters around the steps
+(tree-sitter parsing, the rest of ``parse``, the code chunker, [META], cl100k encoding). Those add a little time of
+their own, so quote the throughput from a run without them.
 
 Not a timed test: machines are noisy; run it, read it, quote it.
 """
@@ -42,6 +46,48 @@ def _job(args):
     return len(data), result.symbols, len(result.chunks), small, biggest, max_tok, len(result.errors)
 
 
+_PHASES: dict[str, float] = {}
+
+
+def _count_phases() -> None:
+    """Wrap the steps of chunking in process-time counters (one process: workers would keep their own)."""
+    import localidx.chunk.code as code
+    import localidx.enrich as enrich
+    import localidx.parse as parse
+    import localidx.redact as redact
+    import localidx.tokens as tokens
+
+    def wrap(owner, name, label):
+        inner = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            started = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                _PHASES[label] = _PHASES.get(label, 0.0) + time.process_time() - started
+
+        setattr(owner, name, timed)
+
+    wrap(parse, "_parse_tree", "tree-sitter parse")
+    wrap(parse, "parse", "parse in all (tree-sitter parse, query matches, symbols)")
+    wrap(code, "chunk_code", "code chunker in all (with its token counts)")
+    wrap(enrich, "tags_and_header", "tags and [META] in all (with its token counts)")
+    wrap(redact, "redact", "redaction")
+    encoding = tokens._encoding()
+
+    class Counted:
+        def encode_ordinary(self, text):
+            started = time.process_time()
+            try:
+                return encoding.encode_ordinary(text)
+            finally:
+                _PHASES["cl100k encoding (every caller)"] = _PHASES.get("cl100k encoding (every caller)", 0.0) + (
+                    time.process_time() - started)
+
+    tokens._encoding = Counted
+
+
 def rss_mb() -> float:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
@@ -52,7 +98,11 @@ def main() -> None:
     parser.add_argument("corpus", nargs="?", default=sysconfig.get_paths()["stdlib"])
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--limit-files", type=int, default=None)
+    parser.add_argument("--phases", action="store_true", help="also print where the CPU time went (one worker)")
     args = parser.parse_args()
+    if args.phases:
+        args.workers = 1
+        _count_phases()
     root = Path(args.corpus).resolve()
     settings = Settings()
     files = corpus_files(root, args.limit_files)
@@ -88,18 +138,23 @@ def main() -> None:
           f"largest worker {children_peak:.0f} MB")
     print(f"fragments <50 ch  {small} of {chunks} ({100 * small / max(chunks, 1):.2f}%)")
     print(f"largest chunk     {biggest:,} chars, {max_tok} tokens (max_tokens {settings.max_tokens})")
+    for label, seconds in sorted(_PHASES.items(), key=lambda item: -item[1]):
+        print(f"  phase {seconds:7.2f} CPU-s {100 * seconds / cpu:5.1f}%  {label}")
 
     # Memory growth per 1000 chunks: one process keeps every chunk record it makes, as a caller buffering them would.
     sample = files[: min(len(files), 400)]
     gc.collect()
     before = rss_mb()
     kept = []
+    kept_symbols = 0
     for path in sample:
-        kept.extend(chunk_file(path.relative_to(root).as_posix(), path.read_bytes(), settings).chunks)
+        result = chunk_file(path.relative_to(root).as_posix(), path.read_bytes(), settings)
+        kept.extend(result.chunks)
+        kept_symbols += result.symbols
     gc.collect()
     grown = rss_mb() - before
     print(f"memory growth     {grown:.1f} MB for {len(kept)} chunks kept = {1000 * grown / max(len(kept), 1):.2f} MB "
-          f"per 1000 chunks")
+          f"per 1000 chunks, {1000 * grown / max(kept_symbols, 1):.2f} MB per 1000 symbols ({kept_symbols})")
 
 
 if __name__ == "__main__":

@@ -190,7 +190,14 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
         role = roles.get(pattern)
         if role is None:
             role = roles[pattern] = _role(caps)
-        if role == "definition":
+        if role == "reference.call":  # most matches are calls
+            if "name" in caps:
+                node = caps["reference.call"][0]
+                name_node = caps["name"][-1]
+                # The same few names recur in every chunk: one string object each.
+                name = sys.intern(data[name_node.start_byte : name_node.end_byte].decode("utf-8", "replace"))
+                calls.append((node.start_byte, node.start_point[0] + 1, name))
+        elif role == "definition":
             definition = next(k for k in caps if k.startswith("definition."))
             kind = definition.split(".", 1)[1]
             if kind not in SYMBOL_KINDS or "name" not in caps:
@@ -198,10 +205,6 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
             _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes)
             for node in caps.get("decorator", []):
                 decorators.append((node.start_byte, node.end_byte, _text(data, node)))
-        elif role == "reference.call" and "name" in caps:
-            node = caps["reference.call"][0]
-            name = sys.intern(_text(data, caps["name"][-1]))  # the same few names recur in every chunk
-            calls.append((node.start_byte, node.start_point[0] + 1, name))
         elif role == "route" and "route.path" in caps:
             node = caps["route"][0]
             path = _strip_quotes(_text(data, caps["route.path"][0]))
@@ -327,6 +330,8 @@ def _attach_leading(sym: Symbol, doc_nodes, decorator_nodes, node, data: bytes) 
 
     Only the run of such nodes that ends on the line just above the definition belongs to it; the symbol then starts
     at the first of them, so its comment and attributes travel with its chunk."""
+    if not doc_nodes and not decorator_nodes:
+        return
     inside = [n for n in doc_nodes if n.start_byte >= node.start_byte]
     leading = sorted((n for n in [*doc_nodes, *decorator_nodes] if n.end_byte <= node.start_byte),
                      key=lambda n: n.start_byte)

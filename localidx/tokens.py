@@ -14,8 +14,10 @@ most lines of code recur across files; segments are counted once and remembered.
 
 from __future__ import annotations
 
+import operator
 import re
 from functools import lru_cache
+from itertools import compress, repeat
 
 # cl100k averages about 3.5-4.5 characters a token on code, but a character can cost more than one token (Georgian
 # text costs about 1.6: notepad-plus-plus' georgian.xml), so only bytes bound a count from above: every token is at
@@ -41,19 +43,16 @@ _memo: dict[str, int] = {}
 
 def _count_segments(segments: list[str]) -> int:
     memo = _memo
-    total = 0
-    encode = None
-    for segment in segments:
-        n = memo.get(segment)
-        if n is None:
-            if encode is None:
-                encode = _encoding().encode_ordinary
-            n = len(encode(segment))
-            if len(memo) >= _SEGMENTS_KEPT:
-                memo.clear()
-            memo[segment] = n
-        total += n
-    return total
+    known = list(map(memo.get, segments))
+    if None not in known:
+        return sum(known)
+    encode = _encoding().encode_ordinary
+    # Each new segment once (one may come twice in a text), then every segment's count from the memo or the new ones.
+    new = {s: len(encode(s)) for s in dict.fromkeys(compress(segments, map(operator.is_, known, repeat(None))))}
+    if len(memo) + len(new) > _SEGMENTS_KEPT:
+        memo.clear()
+    memo.update(new)
+    return sum(map(new.get, segments, known))
 
 
 @lru_cache(maxsize=2048)

@@ -10,7 +10,7 @@ as text) plus line windows, so nothing is ever dropped silently.
 from __future__ import annotations
 
 import logging
-import re
+import operator
 from itertools import accumulate
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 MARKDOWN_EXTENSIONS = frozenset(("md", "markdown", "mdown", "mkd", "mdx"))
 IMPORT_ONLY = "import-only"  # the reason an empty or import-only __init__.py has no chunks
 CHUNKING_FAILED = "chunking-failed"  # the reason a file no chunker, not even line windows, could cut
-_NEWLINE = re.compile(rb"\n")
 
 
 @dataclass
@@ -39,30 +38,41 @@ class FileChunks:
     imports: list[str] = field(default_factory=list)  # import statements' text (call relations read them)
 
 
+def _line_starts(lines) -> list[int]:
+    """Where each of ``lines`` starts in the text they were split from at single-character line breaks."""
+    return list(map(operator.add, accumulate(map(len, lines), initial=0), range(len(lines))))
+
+
 def _line_offsets(data: bytes) -> list[int]:
-    offsets = [0]
-    offsets.extend(m.end() for m in _NEWLINE.finditer(data))
+    """The byte offset of each line of ``data``, then ``len(data)``."""
+    offsets = _line_starts(data.split(b"\n"))
     offsets.append(len(data))
     return offsets
 
 
+def _split_lines(text: str) -> list[str]:
+    """The lines of ``text`` without their line breaks (a CR before a LF is part of the break)."""
+    lines = text.split("\n")
+    if "\r" in text:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines
+
+
 def _uncovered(chunks: list[Chunk], lines: list[str]) -> list[tuple[int, int]]:
     """Runs of non-blank lines in no chunk's range (blank lines inside a run do not end it)."""
-    covered = bytearray(len(lines) + 2)
+    count = len(lines)
+    covered = bytearray(count + 2)
     for chunk in chunks:
         covered[chunk.start_line : chunk.end_line + 1] = b"\x01" * (chunk.end_line - chunk.start_line + 1)
+    covered[count + 1] = 1
     gaps: list[tuple[int, int]] = []
-    start = last = None
-    for n, line in enumerate(lines, 1):
-        if covered[n]:
-            if start is not None:
-                gaps.append((start, last))
-                start = None
-        elif line.strip():
-            start = n if start is None else start
-            last = n
-    if start is not None:
-        gaps.append((start, last))
+    n = covered.find(0, 1)
+    while 0 < n <= count:
+        end = covered.find(1, n)  # lines n..end-1 are in no chunk
+        blank = [not line.strip() for line in lines[n - 1 : end - 1]]
+        if not all(blank):
+            gaps.append((n + blank.index(False), end - 1 - blank[::-1].index(False)))
+        n = covered.find(0, end)
     return gaps
 
 
@@ -103,7 +113,7 @@ def unparsed_file(path: str, data: bytes, settings, reason: str) -> FileChunks:
     try:
         red_text, redactions = redact(decode_source(data).text)
         result.redactions = len(redactions)
-        lines = [line[:-1] if line.endswith("\r") else line for line in red_text.split("\n")]
+        lines = _split_lines(red_text)
         spec = language_for_path(path)
         result.language = spec.name if spec is not None else text_type(path)
         chunks = [error_chunk(path, result.language, 1, max(1, len(lines)), reason)]
@@ -142,7 +152,7 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
     is_markdown = PurePosixPath(path).suffix[1:].lower() in MARKDOWN_EXTENSIONS
     red_text, redactions = (redact_env if config_lang == "dotenv" else redact)(text)
     result.redactions = len(redactions)
-    lines = [line[:-1] if line.endswith("\r") else line for line in red_text.split("\n")]
+    lines = _split_lines(red_text)
     ctx = FileContext(path=path, language="", invalid_utf8=result.invalid_utf8)
     chunks: list[Chunk] = []
     if spec is not None:
@@ -176,7 +186,7 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
         # Byte spans of the original file: redaction and UTF-8 repair keep lines, not bytes.
         chunk.start_byte, chunk.end_byte = offsets[chunk.start_line - 1], offsets[min(chunk.end_line, len(offsets) - 1)]
     ctx.text = "\n".join(lines)
-    ctx.line_starts = list(accumulate(map(len, lines), lambda start, size: start + size + 1, initial=0))[:-1]
+    ctx.line_starts = _line_starts(lines)
     result.chunks = finalize(chunks, ctx)
     return result
 

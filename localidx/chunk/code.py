@@ -19,6 +19,7 @@ Every non-blank line ends up in at least one chunk; ``chunk_file`` checks that a
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from localidx import tokens
@@ -38,8 +39,9 @@ class _Unit:
     end: int
     symbol: int | None
     text_lines: list[str] = field(default_factory=list)  # lines of text as they will be stored
-    line_numbers: list[int] = field(default_factory=list)  # original line number of each text line
+    line_numbers: Sequence[int] = ()  # original line number of each text line (a range for a run of lines)
     skeleton: bool = False
+    text: str | None = None  # text_lines joined, once asked
 
 
 def _is_blank(line: str) -> bool:
@@ -58,8 +60,7 @@ class _CodeChunker:
     # -- units ---------------------------------------------------------------------------------------------------
 
     def _line_unit(self, start: int, end: int, symbol: int | None) -> _Unit:
-        numbers = list(range(start, end + 1))
-        return _Unit(start, end, symbol, [self.lines[n - 1] for n in numbers], numbers)
+        return _Unit(start, end, symbol, self.lines[start - 1 : end], range(start, end + 1))
 
     def _gap_units(self, start: int, end: int, members: list[int]) -> list[_Unit]:
         """Units for the lines between ``start`` and ``end`` that no member covers, in order, with the members."""
@@ -93,18 +94,22 @@ class _CodeChunker:
             if first <= last:
                 indent = self.lines[first - 1][: len(self.lines[first - 1]) - len(self.lines[first - 1].lstrip())]
                 elided[first] = (last, f"{indent}...")
-        text_lines, numbers = [], []
+        text_lines: list[str] = []
+        numbers: list[int] = []
         n = sym.start_line
-        while n <= sym.end_line:
-            if n in elided:
-                last, placeholder = elided[n]
-                text_lines.append(placeholder)
-                numbers.append(n)
-                n = last + 1
-                continue
-            text_lines.append(self.lines[n - 1])
-            numbers.append(n)
-            n += 1
+        for first in sorted(elided):
+            if first < n:
+                continue  # inside a body already left out
+            if first > sym.end_line:
+                break
+            text_lines += self.lines[n - 1 : first - 1]
+            numbers += range(n, first)
+            last, placeholder = elided[first]
+            text_lines.append(placeholder)
+            numbers.append(first)
+            n = last + 1
+        text_lines += self.lines[n - 1 : sym.end_line]
+        numbers += range(n, sym.end_line + 1)
         return _Unit(sym.start_line, sym.end_line, index, text_lines, numbers, skeleton=True)
 
     def _body_span(self, sym: Symbol) -> tuple[int, int]:
@@ -140,7 +145,7 @@ class _CodeChunker:
 
     def _unit_tokens(self, unit: _Unit) -> int:
         """The unit's tokens when it may be tiny; anything larger than tiny reads as over the budget."""
-        text = "\n".join(unit.text_lines)
+        text = unit.text = "\n".join(unit.text_lines)
         if len(text) > self.settings.tiny_tokens * 8:  # no text this long is under the tiny size
             return self.settings.max_tokens + 1
         return tokens.count(text)
@@ -168,25 +173,27 @@ class _CodeChunker:
 
     def _emit(self, group: list[_Unit], parent_chunk: int | None, depth: int) -> int:
         """Append the chunk (or its parts) for a group of units; return the index of its first chunk."""
-        text_lines: list[str] = []
-        numbers: list[int] = []
-        for k, unit in enumerate(group):
-            if k:
-                # Keep the blank lines between merged siblings, so the text reads as it does in the file.
-                gap = range(group[k - 1].end + 1, unit.start)
-                text_lines.extend(self.lines[n - 1] for n in gap)
-                numbers.extend(gap)
-            text_lines.extend(unit.text_lines)
-            numbers.extend(unit.line_numbers)
+        if len(group) == 1:
+            text_lines, numbers, text = group[0].text_lines, group[0].line_numbers, group[0].text
+        else:
+            text_lines, numbers, text = [], [], None
+            for k, unit in enumerate(group):
+                if k:
+                    # Keep the blank lines between merged siblings, so the text reads as it does in the file.
+                    text_lines += self.lines[group[k - 1].end : unit.start - 1]
+                    numbers += range(group[k - 1].end + 1, unit.start)
+                text_lines += unit.text_lines
+                numbers += unit.line_numbers
         base = self._base_chunk(group, depth)
-        preferred = self._preferred_cuts(group, numbers)
         first_index = len(self.chunks)
-        text = "\n".join(text_lines)
+        if text is None:
+            text = "\n".join(text_lines)
         if tokens.fits(text, self.settings.max_tokens):
             base.text = text
             base.parent_index = parent_chunk
             self.chunks.append(base)
             return first_index
+        preferred = self._preferred_cuts(group, numbers)  # only for a group that is cut: it reads the tree
         parts = split_lines(text_lines, self.settings.max_tokens, self.settings.overlap_lines, preferred)
         for k, part in enumerate(parts):
             chunk = _copy(base)
@@ -200,7 +207,7 @@ class _CodeChunker:
             self.chunks.append(chunk)
         return first_index
 
-    def _preferred_cuts(self, group: list[_Unit], numbers: list[int]) -> set[int]:
+    def _preferred_cuts(self, group: list[_Unit], numbers: Sequence[int]) -> set[int]:
         good_lines: set[int] = set()
         for unit in group:
             good_lines.add(unit.start)
