@@ -831,48 +831,6 @@ def test_a_subscriber_hears_about_runs_and_does_not_keep_the_daemon_up(daemons):
     assert "idle for 6 s" in d.cli("daemon", "logs").stdout
 
 
-def test_a_hybrid_query_is_embedded_ahead_with_the_very_text_search_embeds(make_repo, tmp_path):
-    from concurrent.futures import ThreadPoolExecutor
-    from dataclasses import replace
-
-    from localidx.daemon.handlers.search import vector_text
-    from localidx.daemon.model import Prepared
-    from localidx.indexer import run_index
-    from localidx.retrieve import search
-    from localidx.store.index import open_index
-
-    root = make_repo({"auth.py": AUTH, "README.md": README})
-    settings = load_settings(root).replace(embed_model="fake", home=str(tmp_path / "home"), watch=False)
-    run_index(root, True, settings)
-    index = open_index(root, True, settings, read_only=True)
-    calls: list[str] = []
-
-    class Counting:
-        model_id, dim = index.embedder.model_id, index.embedder.dim
-
-        def embed_query(self, text):
-            calls.append(text)
-            return index.embedder.embed_query(text)
-
-        def embed(self, texts):
-            return index.embedder.embed(texts)
-
-    report = ("Traceback (most recent call last):\n  File \"auth.py\", line 3, in verify_token\n"
-              "    return token == secret\nTypeError: verify_token() missing 1 required positional argument\n"
-              + "when I log in with a bearer token the session never opens. " * 20)
-    try:
-        with ThreadPoolExecutor(1) as pool:
-            for query in ("verify token", report):
-                calls.clear()
-                ahead = Prepared(Counting(), vector_text(query), pool)
-                plain = search(index, query, k=3)
-                prepared = search(replace(index, embedder=ahead), query, k=3)
-                assert [m.id for m in prepared] == [m.id for m in plain]
-                assert calls == [vector_text(query)]  # embedded once, ahead: search found it ready
-    finally:
-        index.close()
-
-
 def test_an_edited_config_restarts_the_daemon_once_with_the_new_settings(daemons):
     """A daemon keeps the settings it started with; the first client whose settings differ (here an edited
     .localidx.toml) has it restarted, and the new daemon runs with the file as it is now."""

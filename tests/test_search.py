@@ -222,6 +222,36 @@ def test_the_vector_arm_on_its_own_thread_ranks_as_one_arm_after_the_other(index
     assert [m.to_dict() for m in both] == [m.to_dict() for m in in_turn]
 
 
+@pytest.mark.parametrize("query", ["verify token", "Traceback (most recent call last):\n  File \"src/auth.py\", line 10, "
+                                   "in verify_token\nTypeError: verify_token() missing 1 required positional argument\n"
+                                   + "when I log in with a bearer token the session never opens. " * 20])
+def test_a_hybrid_query_is_embedded_once_with_its_plans_vector_text(indexed, query):
+    """The vector arm embeds the query itself, once, with the text its plan says (a report's analysed text, not
+    the report), and the ranking is the one the index's own embedder gives."""
+    from dataclasses import replace
+
+    from localidx.retrieve.search import plan_query
+
+    _root, _settings_, open_ = indexed
+    index = open_()
+    calls: list[str] = []
+
+    class Counting:
+        model_id, dim = index.embedder.model_id, index.embedder.dim
+
+        def embed_query(self, text):
+            calls.append(text)
+            return index.embedder.embed_query(text)
+
+        def embed(self, texts):
+            return index.embedder.embed(texts)
+
+    plain = search(index, query, k=3)
+    counted = search(replace(index, embedder=Counting()), query, k=3)
+    assert [m.id for m in counted] == [m.id for m in plain]
+    assert calls == [plan_query(query).vector_text]
+
+
 @pytest.mark.parametrize("fusion", ["linear", "rrf"])
 def test_results_are_unique_and_sorted(indexed, fusion):
     _root, _settings_, open_ = indexed

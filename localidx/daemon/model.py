@@ -4,7 +4,7 @@
 the indexer take it as they take any embedder. What it adds:
 
 - **One load.** The first call loads the model under a lock: queries that arrive together after a release wait for
-  one load instead of each loading a copy (the default model costs about 160 MB once loaded).
+  one load instead of each loading a copy (the default model costs 55-70 MB once loaded).
 - **Release.** ``release()`` waits for the calls in flight, then drops the loaded embedder; the next call makes and
   loads a fresh one. ``load_mb`` is what loading it added to the process's own memory; the daemon's idle release
   drops a model that costs more than ``server.KEEP_MODEL_MB`` and keeps a smaller one (the default model: about
@@ -12,11 +12,6 @@ the indexer take it as they take any embedder. What it adds:
 
 ``model_id`` and ``dim`` are known without loading (an ``Embedder`` has them from its constructor), so a released
 model still names the table it reads.
-
-``Prepared`` lets a hybrid query's BM25 arm run while its text is embedded: the handler starts the embedding on
-another thread and hands ``search`` an embedder whose ``embed_query`` of that very text waits for it. The arms stay
-as ``retrieve/search.py`` runs them (BM25, then the vector arm); only the model's work moves earlier. Measured at
-115k chunks: 15 ms less per hybrid query (paired median over 150 queries).
 """
 
 from __future__ import annotations
@@ -140,27 +135,3 @@ class SharedModel:
             self.loaded = True
             log.info("model %s loaded in %.2f s", self.model_id, self.load_s)
 
-
-class Prepared:
-    """An embedder whose ``embed_query(text)`` of one text returns a vector already being computed (see the module
-    docstring); any other call goes to the embedder it wraps."""
-
-    def __init__(self, inner, text: str, executor):
-        self._inner = inner
-        self._text = text
-        self._future = executor.submit(inner.embed_query, text)
-        self.model_id = inner.model_id
-        self.dim = inner.dim
-
-    def embed_query(self, text: str):
-        if text == self._text:
-            return self._future.result()
-        return self._inner.embed_query(text)
-
-    def embed(self, texts: Sequence[str]):
-        return self._inner.embed(texts)
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)

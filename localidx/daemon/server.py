@@ -73,7 +73,6 @@ DRAIN_S = 5.0  # how long shutdown waits for requests in flight to be answered
 WRITER_JOIN_S = 30.0  # how long shutdown waits for the writer to end its run (it stops between embedding batches)
 LOCK_WAIT_S = 10.0  # a daemon that is stopping still holds the lock for a moment: a restart waits for it
 WORKERS = 4  # request threads: queries are CPU-bound, so more than a few only queue inside ONNX Runtime and LanceDB
-EMBEDDERS = 2  # threads that embed a query while its request thread runs the BM25 arm (model.Prepared)
 KEEP_MODEL_MB = 100.0  # the idle release keeps a model whose load added at most this much (see the docstring)
 TRIM_AFTER_S = 2.0  # quiet time after a request before the heap's free pages are given back
 READ_CHUNK = 256 * 1024
@@ -171,7 +170,6 @@ class Daemon:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._pool: ThreadPoolExecutor | None = None
-        self._embed_pool = ThreadPoolExecutor(max_workers=EMBEDDERS, thread_name_prefix="localidx-embed")
         self.max_connections = max_connections(settings)
         self.refused = 0  # connections answered OVERLOADED
         # Notifications and the idle release.
@@ -209,7 +207,7 @@ class Daemon:
         return getattr(self._local, "session", None)
 
     @contextlib.contextmanager
-    def reader(self, query: str | None = None):
+    def reader(self):
         """A read-only Index for this request around the shared warm embedder and the shared read-only store.
 
         Sharing one LanceDB connection keeps its index caches warm: opening a connection per request re-read the
@@ -217,10 +215,8 @@ class Daemon:
         chunks: benchmarks/context.py). The catalog connection is the request thread's own (SQLite connections
         belong to their thread) and is kept between requests: opening one cost 2.5 ms a request. In autocommit mode
         every read sees what the writer has committed. A new generation, or the idle release, makes each thread
-        open a fresh one on its next request.
-
-        ``query``: a text the request will search in hybrid mode; it is embedded on another thread at once, so that
-        the BM25 arm runs meanwhile (``model.Prepared``)."""
+        open a fresh one on its next request. (A hybrid search embeds its query while its BM25 arm runs:
+        ``retrieve.search`` does that itself.)"""
         from localidx.store.catalog import Catalog
         from localidx.store.index import Index
 
@@ -236,13 +232,8 @@ class Daemon:
             local.catalog = Catalog(path, create=False)
             # A catalog that does not exist yet reads as empty: look again next time rather than keep that.
             local.catalog_key = key if path.exists() else None
-        embedder = self.embedder
-        if query:
-            from localidx.daemon.model import Prepared
-
-            embedder = Prepared(self.embedder, query, self._embed_pool)
         yield Index(paths=self.index_paths, settings=self.settings, catalog=local.catalog, store=store,
-                    embedder=embedder, generation=store.generation)
+                    embedder=self.embedder, generation=store.generation)
 
     def _reader_store(self):
         """The readers' ChunkStore, made on first use (and after a release), again while the index directory does
@@ -842,7 +833,6 @@ class Daemon:
             self._close(session)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-        self._embed_pool.shutdown(wait=False, cancel_futures=True)
         self.writer.join(WRITER_JOIN_S)
         if self.writer.is_alive():
             log.warning("the writer did not finish within %.0f s; exiting anyway (the next run resumes)",
