@@ -110,14 +110,14 @@ class _Tables:
     stopwords: frozenset[str]
     roles: tuple[_Role, ...]
     concepts: tuple[_Concept, ...]
-    role_patterns: re.Pattern  # every role's patterns at once: most texts match none, and then one pass decides
     test_paths: re.Pattern
     test_symbols: re.Pattern
     test_calls: re.Pattern
     # word -> (concept index, whether the word alone triggers it), for every word any concept names
     concept_words: dict[str, tuple[tuple[int, bool], ...]]
     concept_vocabulary: frozenset[str]  # the keys of concept_words
-    # The role and async patterns as literal-first regexes (``_literal_first``): one fast scan each over a file.
+    # The role and async patterns as literal-first regexes (``_literal_first``): most texts match none of a role's
+    # patterns, and then one fast scan each decides.
     role_scans: tuple[re.Pattern, ...]
     async_scans: tuple[re.Pattern, ...]
     # Whether those patterns match in a run of whole lines of a text exactly where they match in the text (no
@@ -160,7 +160,6 @@ def keyword_tables() -> _Tables:
         stopwords=frozenset(stop["english"]) | frozenset(stop["keywords"]),
         roles=tuple(roles),
         concepts=concepts,
-        role_patterns=_any_of(role_patterns),
         test_paths=_any_of(data["test"]["paths"]),
         test_symbols=re.compile(data["test"]["symbols"]),
         test_calls=re.compile(data["test"]["call_symbols"]),
@@ -347,7 +346,7 @@ def _roles_from(given: frozenset[str], decorators: list[str], text: str, *, endp
     table = keyword_tables()
     names = [_normalize_decorator(d) for d in decorators]
     if pattern_hit is None:
-        pattern_hit = table.role_patterns.search(text) is not None
+        pattern_hit = any(scan.search(text) is not None for scan in table.role_scans)
     if not (given or names or pattern_hit or endpoint):
         return []
     out = []

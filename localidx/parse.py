@@ -193,9 +193,7 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
         if role == "reference.call":  # most matches are calls
             if "name" in caps:
                 node = caps["reference.call"][0]
-                name_node = caps["name"][-1]
-                # The same few names recur in every chunk: one string object each.
-                name = sys.intern(data[name_node.start_byte : name_node.end_byte].decode("utf-8", "replace"))
+                name = sys.intern(_text(data, caps["name"][-1]))  # the same few names recur in every chunk
                 calls.append((node.start_byte, node.start_point[0] + 1, name))
         elif role == "definition":
             definition = next(k for k in caps if k.startswith("definition."))
