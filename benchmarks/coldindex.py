@@ -1,6 +1,6 @@
 """Benchmark: how fast each embedding option makes a cold index hybrid-ready, and what retrieval quality it gives.
 
-Issue 12's embedding half, side by side in one run (timings on a shared machine are noisy: compare the options of
+The embedding options side by side in one run (timings on a shared machine are noisy: compare the options of
 one run as ratios, and read CPU-seconds, which contention does not inflate much):
 
 1. ``build``: the static tables the options need, built into the user cache (``LOCALIDX_CACHE_DIR``) once; the

@@ -309,7 +309,7 @@ def search(query: str, k: int, mode: str, language: str | None, path_glob: str |
     if kind:
         _parse_kinds(kind)
     if all_repos:
-        from localidx.retrieve.search import search_all_repos
+        from localidx.retrieve.across import search_all_repos
 
         _print_matches(search_all_repos(query, _settings(_root_or_none()), k=k, mode=mode, language=language,
                                         path_glob=path_glob, kind=kind, files=files), as_json, files)

@@ -33,6 +33,7 @@ from typing import Any
 PROTOCOL_VERSION = 2  # 2: daemon/subscribe and its notifications, max_frame_bytes in the hello
 MAX_FRAME_BYTES = 1024 * 1024  # every request; responses too, unless the hello raised the connection's limit
 MAX_NEGOTIATED_FRAME_BYTES = 1 << 30  # the most a hello may ask for (1 GiB): what localidx's own clients ask for
+DEFAULT_INTERVAL_MS = 500  # daemon/subscribe: the least time between two progress notifications
 # The longest query or question (and conversation turn) the retrieval reads, on every path: longer text is cut to
 # this many characters with a warning (``localidx.retrieve.guard.limit_query``), never refused, so a request gives
 # the same answer in-process and through the daemon. 32 KiB holds a bug report with its traceback and log (typical

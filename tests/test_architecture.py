@@ -1,8 +1,9 @@
-"""The package's import structure: no cycle among module-level imports, no import of another module's private name,
-and a bottom layer that imports nothing above it.
+"""The package's import structure: no import cycle, counting the imports inside functions too; no import of
+another module's private name; and a bottom layer that imports nothing above it.
 
-The first two were true of the code once and drifted (a three-module cycle held together by function-level imports;
-seven modules importing ``_names`` from others): this keeps each idea in one place, importable by its public name.
+An import inside a function is a dependency all the same (it runs when the function is called, which is how a heavy
+or late dependency is taken), so the layering is checked over every import statement: a lower module never imports
+one above it, not even late. This keeps each idea in one place, importable by its public name.
 The bottom layer is the vocabulary every step shares (errors, printable text, TOML, token counts, the chunk records,
 import statements): any module may import it, and importing it runs nothing else of the package.
 """
@@ -36,12 +37,11 @@ def _imported(node: ast.AST, modules: dict[str, Path]) -> set[str]:
     return {t for t in targets if t in modules}
 
 
-def _module_level_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """module -> the package's modules it imports when it is imported (top-level statements only: an import inside
-    a function runs when called, which is how a heavy or late dependency is meant to be taken)."""
+def _edges(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the package's modules it imports anywhere: at the top, inside a function or under ``if``."""
     edges: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             edges[name].update(_imported(node, modules) - {name})
     return edges
 
@@ -73,10 +73,19 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_no_import_cycle_among_module_level_imports():
+def test_the_edges_count_imports_inside_functions(tmp_path):
+    (tmp_path / "localidx").mkdir()
+    (tmp_path / "localidx" / "a.py").write_text("def f():\n    from localidx import b\n", encoding="utf-8")
+    (tmp_path / "localidx" / "b.py").write_text("import localidx.a\n", encoding="utf-8")
+    modules = {"localidx.a": tmp_path / "localidx" / "a.py", "localidx.b": tmp_path / "localidx" / "b.py"}
+    assert _edges(modules) == {"localidx.a": {"localidx.b"}, "localidx.b": {"localidx.a"}}
+    assert _cycle(_edges(modules)) is not None
+
+
+def test_no_import_cycle_counting_imports_inside_functions():
     modules = _modules()
     assert len(modules) > 50  # the walk found the package
-    assert _cycle(_module_level_edges(modules)) is None
+    assert _cycle(_edges(modules)) is None
 
 
 def test_no_module_imports_another_modules_private_name():

@@ -62,8 +62,8 @@ from localidx import protocol
 from localidx.config import Settings
 from localidx.daemon import lifecycle, memory
 from localidx.errors import LocalidxError, UsageError
-from localidx.protocol import (INDEX_NOT_READY, INTERNAL_ERROR, MAX_FRAME_BYTES, OVERLOADED, PARSE_ERROR,
-                               RESPONSE_TOO_LARGE, SHUTTING_DOWN, USAGE_ERROR, ProtocolError)
+from localidx.protocol import (DEFAULT_INTERVAL_MS, INDEX_NOT_READY, INTERNAL_ERROR, MAX_FRAME_BYTES, OVERLOADED,
+                               PARSE_ERROR, RESPONSE_TOO_LARGE, SHUTTING_DOWN, USAGE_ERROR, ProtocolError)
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,6 @@ READ_CHUNK = 256 * 1024
 SEND_CHUNK = 1024 * 1024
 MAX_QUEUED = 64  # frames of one connection waiting to be handled before the loop stops reading it
 MAX_PENDING_OUT = 8 * 1024 * 1024  # bytes of answers a connection has not read before the loop stops reading it
-DEFAULT_INTERVAL_MS = 500  # daemon/subscribe: the least time between two progress notifications
 FD_RESERVE = 256  # file descriptors kept for LanceDB, SQLite, the watcher and the log, below the connection cap
 # Methods that do not use the model or the index: they do not restart the release clock (they still count as
 # activity for the idle exit, except daemon/subscribe, which a window that is only open sends).

@@ -22,9 +22,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-FAKE_MODEL = "fake"
-STATIC_MODEL = "static-minilm"  # static token vectors distilled from the default model (embed/static.py)
+from localidx.embed.names import DEFAULT_MODEL, FAKE_MODEL, STATIC_MODEL
+
 _META = "[META] "
 _PATH_FACTS = ("File:", "Role:")
 _COMPACT_SEPARATOR = " | "  # a header trimmed to one line: "[META] File: a.py | Symbol: Function f [f]"

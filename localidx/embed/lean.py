@@ -14,7 +14,7 @@ casts and multiplies just those rows:
     Gather(Mul(Cast(Wq), s), ids)  ->  Mul(Cast(Gather(Wq, ids)), Gather(s, ids))
 
 Each output element is the same ``float(q) * s`` product either way, so the vectors are bit-identical (tested) and
-the model id does not change. Measured (``benchmarks/daemon.py``, README): the session holds 33 MB less.
+the model id does not change. Measured (``benchmarks/daemon.py``, docs/benchmarks.md): the session holds 33 MB less.
 
 How. The file is ONNX protobuf; only ``ModelProto.graph.node`` is touched, by a few lines of wire-format code (no
 ``onnx`` dependency): every other field is copied byte for byte. If the graph is not the expected shape (another

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from localidx.embed import DEFAULT_MODEL
+from localidx.embed.names import DEFAULT_MODEL
 from localidx.embed.runtime import EmbedError  # noqa: F401 - re-exported: callers catch it from here
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ Runtime's CPU arena keeps, for the session's life, the most a run ever needed: a
 holding about 780 MB more than the loaded session, so a daemon that indexed once stayed that large. The last run of
 every ``embed`` call asks the arena to give its free memory back (``memory.enable_memory_arena_shrinkage``): one
 call keeps the arena's speed across its batches, and the memory is returned when it ends (measured: +7 MB instead
-of +787 MB after 192 chunks of ~250 word pieces; the figures are in the README's Daemon table).
+of +787 MB after 192 chunks of ~250 word pieces; the figures are in docs/benchmarks.md, Daemon at 100k).
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ REPORT_VECTOR_WEIGHT = 0.3  # a pasted report: its evidence is mostly words BM25
 MAX_K = 100
 CANDIDATES = 200  # per arm, whatever k: enough that fusion can promote a chunk ranked low by one arm
 
-# Chosen with the bug-report eval (benchmarks/eval/bugreports/run.py; README "Real questions" has the table).
+# Chosen with the bug-report eval (benchmarks/eval/bugreports/run.py; docs/retrieval.md "Real questions" has the table).
 EVIDENCE_SHARE = 0.2  # of the BM25 weight, given to a report's code names, error lines and frame functions
 FRAME_WEIGHT = 0.3  # a frame's chunks: added to the fused score (the innermost frame's file in full)
 FRAME_DECAY = 0.6  # each further file named by the frames counts this much of the one before
@@ -270,59 +270,22 @@ def search_response(index, query, files: bool = False, **options) -> dict:
     if not isinstance(query, str):
         raise UsageError("the query must be text")
     query, warnings = limit_query(query)
-    k, depth = _depth(options, files)
-    return _response([m.to_dict() for m in search(index, query, k=depth, **options)], k, files, warnings)
+    k, depth = response_depth(options, files)
+    return shape_response([m.to_dict() for m in search(index, query, k=depth, **options)], k, files, warnings)
 
 
-def _depth(options: dict, files: bool) -> tuple[int, int]:
+def response_depth(options: dict, files: bool) -> tuple[int, int]:
     """``k`` as asked (taken out of ``options``, clamped), and how many matches to search for: ``FILES_FROM`` when
     a files view is wanted."""
     k = max(1, min(MAX_K, int(options.pop("k", 10))))
     return k, max(k, FILES_FROM) if files else k
 
 
-def _response(found: list[dict], k: int, files: bool, warnings: list[str]) -> dict:
+def shape_response(found: list[dict], k: int, files: bool, warnings: list[str]) -> dict:
     response = {"matches": found[:k], "warnings": warnings}
     if files:
         response["files"] = rank_files(found, k)
     return response
-
-
-def search_all_repos(query, settings=None, files: bool = False, **options) -> dict:
-    """``search_response`` over every repository in the per-user registry (``--all-repos``), and the organisation's
-    shared index when ``settings.shared_index`` names one (``localidx.cluster.read``): each match labelled with its
-    ``repo`` and the ``index`` it came from (``local`` or ``shared``), scores comparable across them all
-    (``search_sources``); ``warnings`` also name what could not be searched; ``files`` as in ``search_response``."""
-    from localidx.cluster.read import shared_sources
-    from localidx.registry import open_all
-
-    if not isinstance(query, str):
-        raise UsageError("the query must be text")
-    query, warnings = limit_query(query)
-    opened, problems = open_all()
-    views: list = []
-    try:
-        views, shared_problems = shared_sources(query, settings, [index for _n, index in opened],
-                                                **{k: options[k] for k in ("mode", "language", "path_glob", "kind")
-                                                   if k in options})
-        problems += shared_problems
-        if not opened and not views:
-            problems.append("no indexed repositories are registered: run `localidx index` in one")
-        sources, where = [], {}
-        for name, index in opened + views:
-            table = index.store.snapshot()
-            if table is None:
-                problems.append(f"{name}: not indexed yet")
-                continue
-            sources.append((name, index, table))
-            where[name] = "shared" if getattr(index, "has_work_tree", True) is False else "local"
-        k, depth = _depth(options, files)
-        found = search_sources(sources, query, k=depth, **options)
-    finally:
-        for _name, index in opened + views:
-            index.close()
-    return _response([{"repo": name, "index": where[name], **match.to_dict()} for name, match in found], k, files,
-                     problems + warnings)
 
 
 @dataclass(frozen=True)

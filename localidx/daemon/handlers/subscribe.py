@@ -9,12 +9,11 @@ does not keep the daemon from releasing its model or from idling out. A connecti
 from __future__ import annotations
 
 from localidx.errors import UsageError
+from localidx.protocol import DEFAULT_INTERVAL_MS
 
 
 def handle(daemon, params: dict) -> dict:
     """``{"subscribed": true, "interval_ms": n, "status": {...}}``."""
-    from localidx.daemon.server import DEFAULT_INTERVAL_MS
-
     session = daemon.session()
     if session is None:
         raise UsageError("daemon/subscribe needs a connection to the daemon's socket")
