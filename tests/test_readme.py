@@ -54,7 +54,8 @@ def _command_lines(text: str) -> list[str]:
 
 
 def _options(command: click.Command) -> set[str]:
-    return {opt for param in command.params for opt in [*getattr(param, "opts", []), *getattr(param, "secondary_opts", [])]}
+    return {opt for param in command.params
+            for opt in [*getattr(param, "opts", []), *getattr(param, "secondary_opts", [])]}
 
 
 def _flags_used(line: str) -> list[tuple[list[str], str]]:
