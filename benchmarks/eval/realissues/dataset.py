@@ -22,6 +22,9 @@ Gold (the same rule as ``benchmarks/eval/bugreports/gold.py``, from the patch te
 - functions: ``path::qualified.symbol`` of the innermost definition (localidx's own parser, at the base commit)
   around each line the patch removes or changes; an insertion counts for the definition around the line before it.
 
+A repository with more than ``MAX_PER_REPO`` instances keeps the ``MAX_PER_REPO`` whose sha256 of ``SAMPLE_SEED`` +
+instance id is smallest, so that one repository does not outweigh the others (nor the run time).
+
 Split: by repository, ``split_of``: sha256 of ``SPLIT_SEED + "owner/name"``, even -> tuning, odd -> held-out.
 The rule and its seed were fixed before any ranking was tuned; changing them invalidates every figure.
 """
@@ -41,6 +44,8 @@ sys.path.insert(0, str(HERE.parent / "bugreports"))
 from gold import is_source  # noqa: E402
 
 SPLIT_SEED = "localidx-split-1:"
+SAMPLE_SEED = "localidx-sample-1:"
+MAX_PER_REPO = 60  # a repository with more instances keeps a seeded sample of this many (sympy has 137)
 SPLITS = ("tuning", "heldout")
 
 SWE_BENCH = ("SWE-bench/SWE-bench", "9fa561428aeef6406f534c8370c670f9ce51c630",
@@ -212,7 +217,7 @@ def load(mirror: Path, work: Path, log=print) -> list[dict]:
     if cache.exists():
         rows = [json.loads(line) for line in cache.read_text(encoding="utf-8").splitlines() if line.strip()]
         if rows and rows[0].get("cache_version") == CACHE_VERSION:
-            return rows
+            return capped(rows)
     work.mkdir(parents=True, exist_ok=True)
     rows, dropped = [], {"no base commit": 0, "no gold file": 0}
     for raw in _raw_instances(mirror):
@@ -230,4 +235,16 @@ def load(mirror: Path, work: Path, log=print) -> list[dict]:
     rows.sort(key=lambda r: (r["repo"], r["time"], r["id"]))
     cache.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     log(f"{len(rows)} instances kept; dropped: {dropped}")
-    return rows
+    return capped(rows)
+
+
+def capped(rows: list[dict]) -> list[dict]:
+    """``rows`` with at most ``MAX_PER_REPO`` instances per repository (a seeded sample), order kept."""
+    by_repo: dict[str, list[dict]] = {}
+    for row in rows:
+        by_repo.setdefault(row["repo"], []).append(row)
+    kept = set()
+    for group in by_repo.values():
+        group = sorted(group, key=lambda r: hashlib.sha256((SAMPLE_SEED + r["id"]).encode()).hexdigest())
+        kept.update(r["id"] for r in group[:MAX_PER_REPO])
+    return [r for r in rows if r["id"] in kept]

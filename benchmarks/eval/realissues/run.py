@@ -84,11 +84,13 @@ def checkout(tree: Path, commit: str) -> None:
                            capture_output=True, text=True).stdout.splitlines()
     missing = [path for (_blob, path), line in zip(blobs, check) if line.endswith("missing")]
     sparse = git(tree, "config", "--get", "core.sparseCheckout", check=False).stdout.strip() == "true"
-    if missing:
-        git(tree, "sparse-checkout", "set", "--no-cone", "/*", *[f"!/{p}" for p in missing])
+    if missing or sparse:
+        # The patterns written directly: `git sparse-checkout set` would first rewrite the tree at the old commit.
+        info = tree / ".git" / "info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "sparse-checkout").write_text("/*\n" + "".join(f"!/{p}\n" for p in missing), encoding="utf-8")
+        git(tree, "config", "core.sparseCheckout", "true")
     git(tree, "checkout", "-q", "-f", "--detach", commit)
-    if sparse and not missing:
-        git(tree, "sparse-checkout", "disable")
 
 
 # -- localidx setups ------------------------------------------------------------------------------------------------
