@@ -45,7 +45,7 @@ from gold import is_source  # noqa: E402
 
 SPLIT_SEED = "localidx-split-1:"
 SAMPLE_SEED = "localidx-sample-1:"
-MAX_PER_REPO = 60  # a repository with more instances keeps a seeded sample of this many (sympy has 137)
+MAX_PER_REPO = 30  # a repository with more instances keeps a seeded sample of this many (sympy has 137)
 SPLITS = ("tuning", "heldout")
 
 SWE_BENCH = ("SWE-bench/SWE-bench", "9fa561428aeef6406f534c8370c670f9ce51c630",

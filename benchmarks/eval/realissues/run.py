@@ -24,7 +24,9 @@ Scoring is ``benchmarks/eval/bugreports/run.py``'s: files ranked by first appear
 MRR; function R@10 over the symbols of the first 10 matches. The baselines are BM25 (``bm25s``, benchmark-only) over
 40-line windows of the source files and over whole source files, reading the issue as it is. ``search`` and
 ``search --files`` run as the CLI runs them (the query cut to the CLI's limit), ``-k 50`` chunks and 10 files.
-``context-prompt balanced``: the files in the order the balanced pack's prompt names them.
+``context-prompt balanced``: the files in the order the balanced pack's prompt names them. Each localidx setup runs
+twice on the same index: as the code is, and with ``PRIOR_RULES`` (the report-reading constants before they were
+tuned on the tuning half), labelled "(prior rules)".
 
     .venv/bin/pip install bm25s
     nice .venv/bin/python benchmarks/eval/realissues/run.py --work /work/scratch/realissues --no-embed --split heldout
@@ -54,9 +56,33 @@ bugreports = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bugreports)
 
 BASELINES = ["baseline windows", "baseline files"]
-SETUPS = BASELINES + ["search bm25", "search hybrid", "search-files bm25", "search-files hybrid",
-                      "context-prompt balanced"]
+LOCALIDX = ["search bm25", "search hybrid", "search-files bm25", "search-files hybrid", "context-prompt balanced"]
+# The report-reading rules as they were before they were tuned on this set (the tuning half): a setup label ending in
+# PRIOR runs with these, so that one run compares both on the same indexes, instance by instance.
+PRIOR = " (prior rules)"
+PRIOR_RULES = {"localidx.retrieve.search": {"REPORT_ROLE_FACTOR": 0.5, "TITLE_SHARE": 0.0, "FILE_DEPTH_DECAY": 1.0},
+               "localidx.retrieve.evidence": {"STRIP_TEMPLATES": False}}
+SETUPS = BASELINES + [s + PRIOR for s in LOCALIDX] + LOCALIDX
 NEEDS_VECTORS = ("search hybrid", "search-files hybrid")
+
+
+class _Rules:
+    """The report-reading constants of ``PRIOR_RULES`` in force inside the ``with`` block (``prior=True``)."""
+
+    def __init__(self, prior: bool):
+        self.prior, self.saved = prior, []
+
+    def __enter__(self):
+        if self.prior:
+            for module, values in PRIOR_RULES.items():
+                mod = importlib.import_module(module)
+                for name, value in values.items():
+                    self.saved.append((mod, name, getattr(mod, name)))
+                    setattr(mod, name, value)
+
+    def __exit__(self, *exc):
+        for mod, name, value in reversed(self.saved):
+            setattr(mod, name, value)
 K_CHUNKS = 50
 
 
@@ -103,18 +129,19 @@ def localidx_rankings(index, query: str, setups: list[str], settings) -> dict[st
 
     out = {}
     for label in setups:
-        kind, name = label.split(" ", 1)
-        if kind == "search":
-            matches = search_response(index, query, k=K_CHUNKS, mode=name)["matches"]
-            ranked = matches
-        elif kind == "search-files":
-            response = search_response(index, query, files=True, k=10, mode=name)
-            matches, ranked = response["matches"], response["files"] + response["matches"]
-        elif kind == "context-prompt":
-            pack = build_for_repository(index, query, profile=name, settings=settings)
-            matches, ranked = pack["matches"], pack["matches"] + pack["files"]
-        else:
-            continue
+        kind, name = label.removesuffix(PRIOR).split(" ", 1)
+        with _Rules(label.endswith(PRIOR)):
+            if kind == "search":
+                matches = search_response(index, query, k=K_CHUNKS, mode=name)["matches"]
+                ranked = matches
+            elif kind == "search-files":
+                response = search_response(index, query, files=True, k=10, mode=name)
+                matches, ranked = response["matches"], response["files"] + response["matches"]
+            elif kind == "context-prompt":
+                pack = build_for_repository(index, query, profile=name, settings=settings)
+                matches, ranked = pack["matches"], pack["matches"] + pack["files"]
+            else:
+                continue
         files = list(dict.fromkeys(m["path"] for m in ranked))
         symbols = []
         for m in matches[:10]:
@@ -226,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         wanted = [w.strip() for w in args.only.split(",") if w.strip()]
         setups = [s for s in SETUPS if any(s == w or s.startswith(w) for w in wanted)]
     if args.no_embed:
-        setups = [s for s in setups if s not in NEEDS_VECTORS]
+        setups = [s for s in setups if s.removesuffix(PRIOR) not in NEEDS_VECTORS]
 
     try:
         items = dataset.load(args.mirror, args.work, log=lambda m: print(m, file=sys.stderr))
