@@ -17,15 +17,17 @@ Invariants:
 
 How a query is read (``plan_query``): a question is searched as it is. A pasted bug report, traceback or log
 (``evidence.is_long``) is read for its evidence first (``localidx.retrieve.evidence``): BM25 reads the report without
-its boilerplate, plus a second, smaller arm of the names it writes as code, its error lines and its frames'
-functions; the vector arm embeds the title, the error lines and the start of the prose (the model reads 256 word
+its boilerplate (environment dumps, an issue template's comments and headings), plus a smaller arm of the names it
+writes as code, its error lines and its frames' functions, and one of its title alone (the title names the area); the vector arm embeds the title, the error lines and the start of the prose (the model reads 256 word
 pieces, and a report's head is often an environment dump); stack frames that name indexed files add their chunks,
 the innermost frame most, the chunk around the frame's line or function most of all.
 
 Then, for every query, a chunk of a test, a doc, an example or a built copy of the code (``transforms.path_role``)
-counts ``ROLE_FACTOR`` of its score unless the query asks for that kind of file (a report wants the code to fix, and
-its words recur in all of those). For a report, a chunk is also supported by the two best other chunks of its file
-(each counted up to its own score), so a file that answers in several places ranks above a single lucky chunk.
+counts ``ROLE_FACTOR`` of its score (``REPORT_ROLE_FACTOR`` for a report) unless the query asks for that kind of
+file (a report wants the code to fix, and its words recur in all of those, most in the tests that reproduce it). For
+a report, a chunk is also supported by the two best other chunks of its file (each counted up to its own score), so
+a file that answers in several places ranks above a single lucky chunk; then a file's n-th best chunk counts
+``FILE_DEPTH_DECAY`` ** (n - 1), so that one large file does not fill the first matches.
 """
 
 from __future__ import annotations
