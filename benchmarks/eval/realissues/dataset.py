@@ -87,10 +87,14 @@ def split_of(repo: str) -> str:
     return SPLITS[int(hashlib.sha256((SPLIT_SEED + repo).encode()).hexdigest(), 16) % 2]
 
 
+class MissingMirror(Exception):
+    """A dataset or repository has not been fetched into the mirror directory."""
+
+
 def mirror_of(mirror: Path, repo: str) -> Path:
     path = mirror / repo.replace("/", "+") / "repo"
     if not path.is_dir():
-        raise SystemExit(f"{repo}: no mirror at {path} (fetch github:{repo} with the search tool first)")
+        raise MissingMirror(f"{repo}: no mirror at {path} (fetch github:{repo} with the search tool first)")
     return path
 
 

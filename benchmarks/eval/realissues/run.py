@@ -257,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         items = dataset.load(args.mirror, args.work, log=lambda m: print(m, file=sys.stderr))
+    except dataset.MissingMirror as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except subprocess.CalledProcessError as exc:
         print(f"error: reading the datasets failed: {exc.stderr.decode(errors='replace').strip()}", file=sys.stderr)
         return 2
@@ -283,7 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         for repo, group in by_repo.items():
             print(f"{repo}: {len(group)} instances", file=sys.stderr, flush=True)
-            run_repository(repo, group, setups, args, cached, base_cached, results_file, baselines_file, timing)
+            try:
+                run_repository(repo, group, setups, args, cached, base_cached, results_file, baselines_file, timing)
+            except dataset.MissingMirror as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
     wall = time.perf_counter() - started
     print_tables(items, setups, cached, base_cached, args, wall, timing)
     return 0
