@@ -51,6 +51,7 @@ class _Patterns:
     path: re.Pattern
     errors: tuple[re.Pattern, ...]
     boilerplate: tuple[re.Pattern, ...]
+    template: tuple[re.Pattern, ...]
     noise: tuple[re.Pattern, ...]
     generic_names: frozenset[str]
     source_suffixes: frozenset[str]
@@ -70,12 +71,15 @@ def _patterns() -> _Patterns:
         path=path,
         errors=tuple(re.compile(p, re.MULTILINE) for p in raw["errors"]),
         boilerplate=tuple(re.compile(p, re.IGNORECASE) for p in raw["boilerplate_lines"]),
+        template=tuple(re.compile(p, re.IGNORECASE) for p in raw["template_lines"]),
         noise=tuple(re.compile(p) for p in raw["noise_tokens"]),
         generic_names=frozenset(raw["generic_file_names"]),
         source_suffixes=suffixes,
     )
 
 
+STRIP_TEMPLATES = True  # drop an issue template's comments (<!-- ... -->), headings and check boxes
+_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _BACKTICK = re.compile(r"`([^`\n]{1,120})`")
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->|#)[A-Za-z_$][\w$]*)*")
@@ -166,8 +170,11 @@ def _identifiers(query: str) -> Counter:
 
 def _without_boilerplate(query: str, pats: _Patterns) -> str:
     kept = []
+    dropped = pats.boilerplate + pats.template if STRIP_TEMPLATES else pats.boilerplate
+    if STRIP_TEMPLATES:
+        query = _HTML_COMMENT.sub(" ", query)
     for line in query.split("\n"):
-        if any(p.search(line) for p in pats.boilerplate):
+        if any(p.search(line) for p in dropped):
             continue
         for p in pats.noise:
             line = p.sub(" ", line)

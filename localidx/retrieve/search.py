@@ -17,15 +17,17 @@ Invariants:
 
 How a query is read (``plan_query``): a question is searched as it is. A pasted bug report, traceback or log
 (``evidence.is_long``) is read for its evidence first (``localidx.retrieve.evidence``): BM25 reads the report without
-its boilerplate, plus a second, smaller arm of the names it writes as code, its error lines and its frames'
-functions; the vector arm embeds the title, the error lines and the start of the prose (the model reads 256 word
+its boilerplate (environment dumps, an issue template's comments and headings), plus a smaller arm of the names it
+writes as code, its error lines and its frames' functions, and one of its title alone (the title names the area); the vector arm embeds the title, the error lines and the start of the prose (the model reads 256 word
 pieces, and a report's head is often an environment dump); stack frames that name indexed files add their chunks,
 the innermost frame most, the chunk around the frame's line or function most of all.
 
 Then, for every query, a chunk of a test, a doc, an example or a built copy of the code (``transforms.path_role``)
-counts ``ROLE_FACTOR`` of its score unless the query asks for that kind of file (a report wants the code to fix, and
-its words recur in all of those). For a report, a chunk is also supported by the two best other chunks of its file
-(each counted up to its own score), so a file that answers in several places ranks above a single lucky chunk.
+counts ``ROLE_FACTOR`` of its score (``REPORT_ROLE_FACTOR`` for a report) unless the query asks for that kind of
+file (a report wants the code to fix, and its words recur in all of those, most in the tests that reproduce it). For
+a report, a chunk is also supported by the two best other chunks of its file (each counted up to its own score), so
+a file that answers in several places ranks above a single lucky chunk; then a file's n-th best chunk counts
+``FILE_DEPTH_DECAY`` ** (n - 1), so that one large file does not fill the first matches.
 """
 
 from __future__ import annotations
@@ -73,6 +75,10 @@ FRAME_DECAY = 0.6  # each further file named by the frames counts this much of t
 FRAME_MISS = 0.3  # a chunk of a frame's file that holds neither the frame's line nor its function
 ROLE_FACTOR = 0.5  # tests, docs, examples and built files, unless the query asks for them
 FILE_SUPPORT = 0.5  # weight of the two best other chunks of a chunk's file (each capped at the chunk's own score)
+# Chosen on the tuning half of the real-issue eval (benchmarks/eval/realissues/run.py).
+REPORT_ROLE_FACTOR = 0.1  # ROLE_FACTOR for a report: its words recur in the tests that reproduce it
+TITLE_SHARE = 0.3  # of the BM25 weight, given to a report's title read alone (the title names the area)
+FILE_DEPTH_DECAY = 0.7  # a report's n-th best chunk of one file counts this to the power n-1 (more files in the top)
 
 COLUMNS = ["id", "path", "start_line", "end_line", "symbol", "kind", "language", "title", "text", "signature",
            "parent", "tags", "file_hash", "span_hash", "content_hash", "parent_id", "chunk_index", "token_count",
@@ -184,9 +190,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     # Keys are (label, chunk id): the same chunk id in two repositories is two results.
     rows: dict[tuple, dict] = {}
     indexes: dict[str, object] = {}
-    arms = [(plan.words, 1.0 - EVIDENCE_SHARE if plan.evidence else 1.0)]
-    if plan.evidence:
-        arms.append((plan.evidence, EVIDENCE_SHARE))
+    arms = _report_arms(plan)
     bm25_raws: list[dict[tuple, float]] = [{} for _arm in arms]
     vector_raw: dict[tuple, float] = {}
     # The vector arms (query embedding, then the ANN search of each source) run on another thread while this one
@@ -244,9 +248,9 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     for key in scores:
         role = path_role(rows[key]["path"], rows[key]["language"] or "")
         if role and role not in plan.wanted_roles:
-            scores[key] *= ROLE_FACTOR
+            scores[key] *= REPORT_ROLE_FACTOR if plan.report else ROLE_FACTOR
     if plan.report:
-        scores = _with_file_support(scores, rows)
+        scores = _with_file_depth(_with_file_support(scores, rows), rows)
     top = max(scores.values(), default=0.0)
     if top > 0.0:  # frames, file support and the role factor move scores: the best match is 1.0 again
         scores = {key: value / top for key, value in scores.items()}
@@ -298,6 +302,7 @@ class QueryPlan:
     frames: tuple  # a report's stack frames (``evidence.Frame``), innermost first
     report: bool  # read as a pasted report rather than a question
     wanted_roles: frozenset  # path roles the query asks for (not ranked lower)
+    title: str = ""  # a report's title (its first line), searched apart from the body
 
 
 def plan_query(query: str) -> QueryPlan:
@@ -315,7 +320,18 @@ def plan_query(query: str) -> QueryPlan:
     prose = " ".join(evidence.text.split())
     vector_text = "\n".join([title, *evidence.errors[:3], prose[:1500]])
     return QueryPlan(words=evidence.text, evidence=evidence_text, vector_text=vector_text,
-                     frames=tuple(evidence.frames), report=True, wanted_roles=wanted)
+                     frames=tuple(evidence.frames), report=True, wanted_roles=wanted, title=title)
+
+
+def _report_arms(plan: QueryPlan) -> list[tuple[str, float]]:
+    """The BM25 arms of a query as (text, share of the BM25 weight): the words; for a report also its evidence
+    (``EVIDENCE_SHARE``) and its title alone (``TITLE_SHARE``), both taken from the words' share."""
+    extra = []
+    if plan.evidence:
+        extra.append((plan.evidence, EVIDENCE_SHARE))
+    if plan.report and TITLE_SHARE and plan.title:
+        extra.append((plan.title, TITLE_SHARE))
+    return [(plan.words, 1.0 - sum(share for _text, share in extra)), *extra]
 
 
 def wanted_roles(query: str) -> frozenset:
@@ -359,6 +375,21 @@ def _with_file_support(scores: dict[tuple, float], rows: dict[tuple, dict]) -> d
             if taken == 2:
                 break
         out[key] = value + FILE_SUPPORT * support
+    return out
+
+
+def _with_file_depth(scores: dict[tuple, float], rows: dict[tuple, dict]) -> dict[tuple, float]:
+    """A report's chunks, the n-th best of its file counted ``FILE_DEPTH_DECAY`` ** (n - 1): one large file that
+    matches everywhere leaves room for the other files in the first matches, and its best chunk keeps its place."""
+    if FILE_DEPTH_DECAY >= 1.0:
+        return scores
+    seen: dict[tuple, int] = {}
+    out = {}
+    for key in sorted(scores, key=lambda key: -scores[key]):
+        file = (key[0], rows[key]["path"])
+        n = seen.get(file, 0)
+        seen[file] = n + 1
+        out[key] = scores[key] * FILE_DEPTH_DECAY ** n
     return out
 
 
