@@ -10,7 +10,7 @@ explained:
 - ``kindBonus[kind]`` (functions and methods over file summaries and line windows);
 - ``languageBonus`` when the match is in a language the question names;
 - ``symbolBonus`` when the match defines an identifier the question names.
-Then the diversity caps: at most ``maxPerFile`` matches per file and ``maxPerSymbol`` per symbol stay in the head;
+A name query's definitions (``definition``, set by search) stay ahead of the rest. Then the diversity caps: at most ``maxPerFile`` matches per file and ``maxPerSymbol`` per symbol stay in the head;
 the rest move behind it, in their order. The tail keeps its order.
 """
 
@@ -84,7 +84,8 @@ def rerank(matches: list[dict], profile: Profile, analysis: Analysis) -> list[di
     for match in head:
         match["rerank_score"], reasons = adjust(match, profile, analysis, wanted)
         match["reasons"] = [*match.get("reasons", []), *reasons]
-    head.sort(key=lambda m: -m["rerank_score"])  # stable: ties keep the search's order
+    # A name query's definitions stay first (search put them there); the rules order each group.
+    head.sort(key=lambda m: (not m.get("definition"), -m["rerank_score"]))  # stable: ties keep the search's order
     kept: list[dict] = []
     moved: list[dict] = []
     per_file: dict[str, int] = {}

@@ -44,7 +44,7 @@ from localidx.errors import UsageError
 from localidx.errors import IndexNotReady
 import localidx.retrieve.fusion as _fusion
 from localidx.retrieve.guard import limit_query, require_words
-from localidx.retrieve.transforms import path_role
+from localidx.retrieve.transforms import NameQuery, fold_name, name_parts, name_query, path_role
 from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,7 @@ FILE_SUPPORT = 0.5  # weight of the two best other chunks of a chunk's file (eac
 REPORT_ROLE_FACTOR = 0.1  # ROLE_FACTOR for a report: its words recur in the tests that reproduce it
 TITLE_SHARE = 0.3  # of the BM25 weight, given to a report's title read alone (the title names the area)
 FILE_DEPTH_DECAY = 0.7  # a report's n-th best chunk of one file counts this to the power n-1 (more files in the top)
+MAX_DEFINITIONS = 20  # a name query's definitions put first; a name defined more often ranks the rest as found
 
 COLUMNS = ["id", "path", "start_line", "end_line", "symbol", "kind", "language", "title", "text", "signature",
            "parent", "tags", "file_hash", "span_hash", "content_hash", "parent_id", "chunk_index", "token_count",
@@ -117,6 +118,7 @@ class Match:
     parent_id: str = ""
     chunk_index: int = 0
     token_count: int = 0
+    definition: bool = False  # defines the name the query consists of (``Response``, ``class Response``)
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field."""
@@ -251,6 +253,16 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
             scores[key] *= REPORT_ROLE_FACTOR if plan.report else ROLE_FACTOR
     if plan.report:
         scores = _with_file_depth(_with_file_support(scores, rows), rows)
+    names = None if plan.report else name_query(query)
+    definitions: set[tuple] = set()
+    if names is not None:
+        defined: list[tuple] = []
+        for label, index, table in sources:
+            for rank, row in reading(index.paths, lambda: _definition_arm(table, names, where)):
+                key = (label, row["id"])
+                rows.setdefault(key, row)
+                defined.append((rank, key))
+        scores, definitions = _definitions_first(scores, defined)
     top = max(scores.values(), default=0.0)
     if top > 0.0:  # frames, file support and the role factor move scores: the best match is 1.0 again
         scores = {key: value / top for key, value in scores.items()}
@@ -262,8 +274,8 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
         reading(index.paths, lambda: _materialise(table, [rows[key] for key in best if key[0] == label], rows, label))
     best = [key for key in best if "text" in rows[key]]  # a row gone from the pinned version cannot be: kept safe
     staleness = {label: Staleness(index) for label, index in indexes.items()}
-    return [(key[0], match_from_row(rows[key], scores[key], vector.get(key), bm25.get(key), staleness[key[0]]))
-            for key in best]
+    return [(key[0], match_from_row(rows[key], scores[key], vector.get(key), bm25.get(key), staleness[key[0]],
+                                    definition=key in definitions)) for key in best]
 
 
 def search_response(index, query, files: bool = False, **options) -> dict:
@@ -351,6 +363,86 @@ def wanted_roles(query: str) -> frozenset:
 
 def _title(report: str) -> str:
     return next((line.strip() for line in report.splitlines() if line.strip()), "")
+
+
+def _definition_arm(table, names: NameQuery, where: str | None) -> list[tuple[tuple, dict]]:
+    """The chunks that define a name of ``names``, each with its rank key (lower ranks first): source code before
+    tests, docs, examples and built copies; the query's qualification matched (``Client.send``: a ``send`` of
+    ``Client``; leading components may name the module's path instead: ``httpx.Client``); case as written before
+    a case or separator variant; the kind a keyword asks for (``class X``) before other kinds. Of a symbol split
+    into several chunks, the first part (the one holding the defining line) is its definition."""
+    from localidx.retrieve.transforms import data
+    from localidx.store.lance import sql_str
+
+    skip = ", ".join(sql_str(kind) for kind in sorted(data().non_definition_kinds))
+    found: dict[tuple, tuple[tuple, dict]] = {}
+    for parts in names.names:
+        last = fold_name(parts[-1])
+        if not last:
+            continue
+        clause = (f"replace(replace(lower(symbol), '_', ''), '-', '') LIKE {sql_str('%' + last + '%')}"
+                  f" AND kind NOT IN ({skip})")
+        rows = table.search().where(f"({where}) AND {clause}" if where else clause) \
+            .select([*CANDIDATE_COLUMNS, "symbol", "kind"]).with_row_id(True).limit(10_000).to_list()
+        for row in rows:
+            quality = _name_quality(parts, row)
+            if quality is None:
+                continue
+            kind = row["kind"] or ""
+            wrong_kind = bool(names.wants) and _kind_group(kind) != names.wants
+            role = path_role(row["path"], row["language"] or "")
+            rank = (bool(role), wrong_kind, *quality, row["path"], row["start_line"])
+            symbol_key = (row["path"], row["symbol"])
+            if symbol_key not in found or rank < found[symbol_key][0]:
+                found[symbol_key] = (rank, row)
+    return list(found.values())
+
+
+def _name_quality(parts: tuple[str, ...], row: dict) -> tuple[int, int] | None:
+    """How well a chunk's symbol names ``parts``: (unmatched qualifiers, 0 for the case as written or 1 for a case
+    or separator variant), or None when no symbol of the chunk ends in the name."""
+    best = None
+    path = fold_name(row["path"])
+    for symbol in (row["symbol"] or "").split(", "):
+        have = name_parts(symbol)
+        if not have:
+            continue
+        for folded in (False, True):
+            norm = fold_name if folded else (lambda text: text)
+            if norm(have[-1]) != norm(parts[-1]):
+                continue
+            matched = 1
+            while matched < len(parts) and matched < len(have) and \
+                    norm(have[-1 - matched]) == norm(parts[-1 - matched]):
+                matched += 1
+            # Qualifiers beyond the symbol's own may name its module: found in the path, they count as matched.
+            missing = sum(1 for part in parts[:len(parts) - matched] if fold_name(part) not in path)
+            quality = (missing, int(folded))
+            best = quality if best is None or quality < best else best
+            break
+    return best
+
+
+def _kind_group(kind: str) -> str:
+    if kind in ("function", "method", "constructor", "macro"):
+        return "function"
+    if kind in ("constant", "variable", "field", "property"):
+        return "value"
+    return "type"
+
+
+def _definitions_first(scores: dict[tuple, float], defined: list[tuple]) -> tuple[dict[tuple, float], set[tuple]]:
+    """Scores with a name query's definitions (``(rank key, key)``) above every other match, in rank order (ties:
+    the search's own order), at most ``MAX_DEFINITIONS`` of them."""
+    if not defined:
+        return scores, set()
+    defined.sort(key=lambda item: (item[0][:4], -scores.get(item[1], 0.0), item[0][4:]))
+    chosen = list(dict.fromkeys(key for _rank, key in defined))[:MAX_DEFINITIONS]
+    top = max(scores.values(), default=0.0) or 1.0
+    out = dict(scores)
+    for n, key in enumerate(chosen):
+        out[key] = top * (2.0 - n / (2 * MAX_DEFINITIONS))  # above top, in order
+    return out, set(chosen)
 
 
 def _with_file_support(scores: dict[tuple, float], rows: dict[tuple, dict]) -> dict[tuple, float]:
@@ -593,7 +685,7 @@ class Staleness:
 
 
 def match_from_row(row: dict, score: float, vector_score: float | None, bm25_score: float | None,
-           staleness: Staleness) -> Match:
+           staleness: Staleness, definition: bool = False) -> Match:
     from localidx.store.lance import decode_tags
 
     return Match(
@@ -605,6 +697,7 @@ def match_from_row(row: dict, score: float, vector_score: float | None, bm25_sco
         symbols=list(row.get("symbols") or []), span_hash=row.get("span_hash") or "",
         content_hash=row.get("content_hash") or "", parent_id=row.get("parent_id") or "",
         chunk_index=int(row.get("chunk_index") or 0), token_count=int(row.get("token_count") or 0),
+        definition=definition,
     )
 
 

@@ -40,6 +40,8 @@ class QueryData:
     languages: dict[str, str]
     foreign: dict[str, frozenset[str]]
     english: frozenset[str]
+    name_keywords: dict[str, str]  # "class" -> "type", "def" -> "function", "const" -> "value"
+    non_definition_kinds: frozenset[str]
 
 
 @lru_cache(maxsize=1)
@@ -57,6 +59,9 @@ def data() -> QueryData:
         languages=dict(raw["languages"]),
         foreign={lang: frozenset(words) for lang, words in raw["foreign_stopwords"].items()},
         english=keyword_tables().stopwords,
+        name_keywords={word: group for group in ("type", "function", "value")
+                       for word in raw[f"{group}_keywords"]},
+        non_definition_kinds=frozenset(raw["non_definition_kinds"]),
     )
 
 
@@ -130,6 +135,60 @@ def _english(text: str, words: list[str]) -> tuple[bool, str]:
     if best_hits >= 2 and best_hits > english:
         return False, best
     return True, ""
+
+
+_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#|->)[A-Za-z_$][\w$]*)*")
+_NAME_SEPARATOR = re.compile(r"\.|::|#|->")
+_CALL_TAIL = re.compile(r"\(.*\)?$")
+_MAX_NAMES = 3
+
+
+@dataclass(frozen=True)
+class NameQuery:
+    """A query that is a name or a few: each name's components (``httpx.Client.send`` -> ("httpx", "Client",
+    "send")), and the kind of definition a leading keyword asks for ("type", "function", "value", or "")."""
+
+    names: tuple[tuple[str, ...], ...]
+    wants: str = ""
+
+
+def fold_name(name: str) -> str:
+    """A name without case and separators: ``open_dataset``, ``OpenDataset`` and ``opendataset`` fold alike."""
+    return name.replace("_", "").replace("-", "").replace("$", "").lower()
+
+
+def name_parts(name: str) -> tuple[str, ...]:
+    """A qualified name's components (``a.b``, ``a::b``, ``A#b``, ``a->b``)."""
+    return tuple(part for part in _NAME_SEPARATOR.split(name) if part)
+
+
+def name_query(query: str) -> NameQuery | None:
+    """The names a query consists of, or None for a question or a report.
+
+    A name query is one to three names, each optionally qualified and optionally followed by a call's parentheses
+    (``open_dataset(``, ``f()``), after at most one keyword a person types before a name (``class Response``,
+    ``def open_dataset``, ``fn parse``). Several names count only when each is written as code (qualified, with an
+    underscore or inner capitals): "where are redirects" is a question, not three names.
+    """
+    words = query.split()
+    if not words or len(words) > _MAX_NAMES + 1:
+        return None
+    wants = ""
+    keywords = data().name_keywords
+    if len(words) > 1 and words[0].lower() in keywords:
+        wants = keywords[words[0].lower()]
+        words = words[1:]
+    if len(words) > _MAX_NAMES:
+        return None
+    names = []
+    for word in words:
+        word = _CALL_TAIL.sub("", word).rstrip(",;:")
+        if not _NAME.fullmatch(word):
+            return None
+        names.append(word)
+    if len(names) > 1 and not all(looks_like_identifier(n) or _NAME_SEPARATOR.search(n) for n in names):
+        return None
+    return NameQuery(names=tuple(name_parts(n) for n in names), wants=wants)
 
 
 def is_test_path(path: str) -> bool:
