@@ -132,7 +132,7 @@ async def test_tools_are_listed_with_closed_inputs_that_take_profiles_not_tuning
         for tool in tools.values():
             schema = tool.input_schema
             assert schema["additionalProperties"] is False, tool.name
-            assert set(schema["properties"]) <= FILTERS, tool.name
+            assert set(schema["properties"]) <= FILTERS | {"detail"}, tool.name
             assert tool.annotations.read_only_hint is True and tool.description
             if tool.name not in ("rag_search", "rag_search_simple"):
                 assert tool.output_schema["type"] == "object"
