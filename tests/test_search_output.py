@@ -110,7 +110,8 @@ def test_the_lines_that_matched_are_shown_with_numbers_and_indentation(indexed):
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("net/redirects.py:4-10  follow_redirects  ")
     assert lines[1] == "    4: def follow_redirects(response, max_hops=20):"
-    assert lines[2] == "    7:     while response.is_redirect and hops < max_hops:"  # the indentation kept
+    assert lines[2] == "    6:     hops = 0"  # "hops", a word of max_hops; the indentation kept
+    assert lines[3] == "    7:     while response.is_redirect and hops < max_hops:" and len(lines) == 4
     assert "\x1b[" not in proc.stdout
 
 
