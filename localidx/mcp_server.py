@@ -162,7 +162,7 @@ def search_answer(response: dict, query: str, detail: str = "brief") -> list[Tex
             if m.get("repo"):
                 brief = {"repo": m["repo"], **brief}
             matches.append(brief)
-        answer = {"query": response.get("query", query), "matches": matches,
+        answer = {"rawQuery": response.get("rawQuery", query), "matches": matches,
                   "warnings": response.get("warnings", []), "noResults": response.get("noResults", not matches),
                   "noResultsReason": response.get("noResultsReason"), "profile": response.get("profile"),
                   "detail": "brief: call again with detail \"full\" for each match's whole text"}

@@ -37,7 +37,7 @@ TOOLS = {"rag_search", "rag_search_simple", "rag_context", "index_status", "rag_
 FILTERS = {"rawQuery", "profile", "conversationContext", "language", "path", "kind"}
 RESPONSE = {"matches", "rerankApplied", "contextMissing", "noResults", "noResultsReason", "appliedModules", "warnings",
             "profile", "query", "subQueries", "stats"}  # detail "full": all but the prompt built from the matches
-BRIEF = {"query", "matches", "warnings", "noResults", "noResultsReason", "profile", "detail"}
+BRIEF = {"rawQuery", "matches", "warnings", "noResults", "noResultsReason", "profile", "detail"}
 CITATION = re.compile(r"^[\w./-]+:\d+-\d+$")
 CALL_TIMEOUT_S = 120.0
 
