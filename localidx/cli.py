@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from localidx import __version__
-from localidx.errors import INTERNAL_ERROR_EXIT, LocalidxError, UsageError
+from localidx.errors import INTERNAL_ERROR_EXIT, NO_MATCH_EXIT, LocalidxError, UsageError
 from localidx.text import printable as _p  # every plain printer: file names and messages on one line each
 from localidx.text import valid_text
 
@@ -220,10 +220,11 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
                    f"stages): `localidx status` lists them")
 
 
-@cli.command()
+@cli.command(epilog="Exit status: 0 when something is indexed (READY, STALE, INDEXING), 1 when nothing is yet (EMPTY), "
+             "2 when the index is DAMAGED (`localidx index` repairs it) or the settings are bad, 3 for a bug.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status(as_json: bool) -> None:
-    """Where the index is, what it holds, and whether it is up to date (READY, STALE, EMPTY, INDEXING)."""
+    """Where the index is, what it holds, and whether it is up to date (READY, STALE, EMPTY, INDEXING, DAMAGED)."""
     from localidx.discover import find_root
 
     root, in_git = find_root(Path.cwd())
@@ -231,7 +232,15 @@ def status(as_json: bool) -> None:
     report.pop("daemon", None)  # the same report either way; `localidx daemon status` shows the daemon
     if as_json:
         _echo_json(report)
-        return
+    else:
+        _print_status(root, report)
+    if report["state"] == "DAMAGED":
+        sys.exit(2)
+    if report["state"] == "EMPTY":
+        sys.exit(NO_MATCH_EXIT)
+
+
+def _print_status(root: Path, report: dict) -> None:
     click.echo(f"{report['state']}  {_p(root)}")
     click.echo(f"  index   {report['index']}")
     click.echo(f"  model   {report['model']}")
@@ -254,7 +263,8 @@ def status(as_json: bool) -> None:
     for problem in report.get("failed_files", [])[:20]:
         click.echo(f"  failed  {_p(problem['path'])}  {problem['stage']}: {_p(problem['reason'])}")
     for line in report.get("damage", []):
-        click.echo(f"  damaged: {_p(line)} (run `localidx index`)")
+        remedy = "" if "localidx index" in line else " (run `localidx index`)"
+        click.echo(f"  damaged: {_p(line)}{remedy}")
     if report["state"] == "EMPTY":
         click.echo("  nothing indexed yet: run `localidx index`")
 
@@ -288,8 +298,9 @@ def _print_dry_run(report) -> None:
             click.echo(f"    ... and {len(report.skipped_files) - 50} more (--json lists all)")
 
 
-@cli.command()
-@click.argument("query")
+@cli.command(epilog="Exit status: 0 when something matched, 1 when nothing did, 2 for bad arguments, no index or a "
+             "damaged one, 3 for a bug.")
+@click.argument("query", nargs=-1, required=True)
 @click.option("-k", "k", type=click.IntRange(min=1, max=100), default=10, show_default=True, help="Matches to show.")
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25"]), default="hybrid", show_default=True)
 @click.option("--lang", "language", default=None, help="Only this language (python, go, markdown, ...).")
@@ -298,37 +309,51 @@ def _print_dry_run(report) -> None:
 @click.option("--all-repos", is_flag=True, help="Search every repository in the per-user registry (`localidx repos`).")
 @click.option("--files", "files", is_flag=True, help="Rank files instead: the k best files, from the best 100 "
               "matches (\"which file do I open\").")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Highlight the query's terms (auto: on a terminal, unless NO_COLOR is set).")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"matches\": [...]} as JSON.")
-def search(query: str, k: int, mode: str, language: str | None, path_glob: str | None, kind: str | None,
-           all_repos: bool, files: bool, as_json: bool) -> None:
-    """Search the index: BM25 and vectors fused; prints path:start-end, symbol, score and a snippet (with --files:
-    one line per file, its best match and how many matches it holds)."""
+def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path_glob: str | None, kind: str | None,
+           all_repos: bool, files: bool, color: str, as_json: bool) -> None:
+    """Search the index for QUERY (the remaining words, quoted or not): BM25 and vectors fused; prints
+    path:start-end, symbol, score, the query's similarity to the chunk, and the lines that matched (with --files:
+    one line per file, its best match and how many matches it holds). A match counts when a query word matched or
+    its similarity clears the model's floor; "weak" says when only meaning matched."""
     from localidx.discover import find_root
 
+    query = " ".join(query)
     query, language, path_glob, kind = _text_args(query, language, path_glob, kind)
     if kind:
         _parse_kinds(kind)
     if all_repos:
         from localidx.retrieve.across import search_all_repos
 
-        _print_matches(search_all_repos(query, _settings(_root_or_none()), k=k, mode=mode, language=language,
-                                        path_glob=path_glob, kind=kind, files=files), as_json, files)
-        return
-    root, in_git = find_root(Path.cwd())
-    response = _backend(root, in_git, _settings(root)).search(query, k=k, mode=mode, language=language,
-                                                              path_glob=path_glob, kind=kind, files=files)
-    _print_matches(response, as_json, files)
+        response = search_all_repos(query, _settings(_root_or_none()), k=k, mode=mode, language=language,
+                                    path_glob=path_glob, kind=kind, files=files)
+    else:
+        root, in_git = find_root(Path.cwd())
+        response = _backend(root, in_git, _settings(root)).search(query, k=k, mode=mode, language=language,
+                                                                  path_glob=path_glob, kind=kind, files=files)
+    from localidx.highlight import use_color
+
+    _print_matches(response, as_json, files, mode, query, use_color(color, sys.stdout.isatty()))
+    if not response["matches"]:
+        sys.exit(NO_MATCH_EXIT)
 
 
-def _print_matches(response: dict, as_json: bool, files: bool = False) -> None:
+def _print_matches(response: dict, as_json: bool, files: bool = False, mode: str = "hybrid", query: str = "",
+                   color: bool = False) -> None:
     if as_json:
         _echo_json(response)
         return
     _echo_warnings(response.get("warnings", []))
     matches = response["matches"]
     if not matches:
-        click.echo("no matches", err=True)
+        click.echo("localidx: no matches", err=True)
         return
+    if mode != "vector" and not any(m.get("bm25_score") is not None for m in matches):
+        best = matches[0].get("similarity")
+        click.echo("localidx: weak matches only: no word of the query matched, only its meaning"
+                   + (f" (best similarity {best:.2f})" if best is not None else ""), err=True)
     if files:
         for f in response["files"]:
             repo = f"{_p(f['repo'])}: " if f.get("repo") else ""
@@ -336,14 +361,19 @@ def _print_matches(response: dict, as_json: bool, files: bool = False) -> None:
             click.echo(f"{repo}{_p(f['path'])}  {f['score']:.3f}  ({count}; best {f['start_line']}-{f['end_line']}"
                        f"{'  ' + _p(f['symbol']) if f['symbol'] else ''})")
         return
+    from localidx.highlight import MAGENTA, RESET, query_terms, render, snippet
+
+    terms = query_terms(query)
     for m in matches:
         label = m["symbol"] or m["title"]
         stale = "  [stale: file changed since indexed]" if m["stale"] else ""
         repo = f"{_p(m['repo'])}: " if m.get("repo") else ""
-        click.echo(f"{repo}{_p(m['path'])}:{m['start_line']}-{m['end_line']}  {_p(label)}  {m['score']:.3f}{stale}")
-        snippet = [line for line in m["text"].splitlines() if line.strip()][:3]
-        for line in snippet:
-            click.echo(f"    {_p(line.strip().replace(chr(9), ' '))[:110]}")
+        sim = f"  sim {m['similarity']:.2f}" if m.get("similarity") is not None else ""
+        where = f"{repo}{_p(m['path'])}:{m['start_line']}-{m['end_line']}"
+        click.echo(f"{MAGENTA + where + RESET if color else where}  {_p(label)}  {m['score']:.3f}{sim}{stale}",
+                   color=color)
+        for line in snippet(m["text"], m["start_line"], terms):
+            click.echo(render(line, color, _p), color=color)
 
 
 _CONTEXT_OPTIONS = [
@@ -401,41 +431,46 @@ def _report_pack(pack: dict) -> None:
         click.echo("localidx: no matches for this question", err=True)
 
 
-@cli.command()
-@click.argument("question")
+@cli.command(epilog="Exit status: 0 when the pack holds a match, 1 when nothing matched, 2 for bad arguments, no "
+             "index or a damaged one, 3 for a bug.")
+@click.argument("question", nargs=-1, required=True)
 @_context_options
 @click.option("--json", "as_json", is_flag=True, help="Print the whole response (matches, augmentedPrompt, "
               "instructions, appliedModules, warnings, ...) as JSON.")
-def context(question: str, profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos: bool,
-            as_json: bool) -> None:
-    """Build a context pack for QUESTION: the question plus the code that answers it, cited as path:lines, within
+def context(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, language, path_glob, kind,
+            all_repos: bool, as_json: bool) -> None:
+    """Build a context pack for QUESTION (the remaining words, quoted or not): the question plus the code that answers it, cited as path:lines, within
     a token budget. Plain output is the augmented prompt, ready to pipe into any LLM."""
     if kind:
         _parse_kinds(kind)
-    pack = _build_pack(question, profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos)
+    pack = _build_pack(" ".join(question), profile, max_tokens, top_k, turns, locale, language, path_glob, kind,
+                       all_repos)
     if as_json:
         _echo_json(pack)
         if pack.get("noResultsReason") == "INDEX_NOT_READY":
-            sys.exit(1)  # IndexNotReady's exit code; the JSON above says why
-        return
-    _report_pack(pack)
-    click.echo(pack["augmentedPrompt"])
+            sys.exit(2)  # IndexNotReady's exit code; the JSON above says why
+    else:
+        _report_pack(pack)
+        click.echo(pack["augmentedPrompt"])
+    if pack.get("noResults") or not pack.get("matches"):
+        sys.exit(NO_MATCH_EXIT)
 
 
-@cli.command()
-@click.argument("question")
+@cli.command(epilog="Exit status: 0 when answered (or the pack printed instead), 2 for bad arguments, no index, a "
+             "damaged one or an LLM that failed, 3 for a bug.")
+@click.argument("question", nargs=-1, required=True)
 @_context_options
 @click.option("--json", "as_json", is_flag=True, help="Print {answer, pack} as JSON.")
-def ask(question: str, profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos: bool,
+def ask(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos: bool,
         as_json: bool) -> None:
-    """Answer QUESTION with the configured OpenAI-compatible LLM (llama.cpp, Ollama, ...) from a context pack.
-    Without one configured, prints the pack and how to configure one."""
+    """Answer QUESTION (the remaining words, quoted or not) with the configured OpenAI-compatible LLM (llama.cpp,
+    Ollama, ...) from a context pack. Without one configured, prints the pack and how to configure one."""
     from localidx import llm
     from localidx.retrieve.context import citation
 
     if kind:
         _parse_kinds(kind)
-    pack = _build_pack(question, profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos)
+    pack = _build_pack(" ".join(question), profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos)
     settings = _settings(_root_or_none())
     if not llm.configured(settings):
         if as_json:

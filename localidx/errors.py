@@ -3,6 +3,10 @@
 Library code raises these; ``cli.py`` turns them into one line on stderr and a non-zero exit.
 Anything else escaping to the CLI is a bug and is reported as such (exit 3), still without a traceback
 unless ``LOCALIDX_DEBUG=1``.
+
+Exit codes: 0 success (``search``/``context``: at least one match); 1 the command ran and nothing matched, or
+``status`` found nothing indexed yet; 2 an error the user must act on (bad arguments or configuration, no index, a
+damaged index, a daemon that would not start); 3 a bug.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 class LocalidxError(Exception):
     """A problem the user can act on; its message is one line."""
 
-    exit_code = 1
+    exit_code = 2
 
 
 class UsageError(LocalidxError):
@@ -30,13 +34,14 @@ class IndexDamaged(LocalidxError):
     """The index's files are damaged (a catalog that is not a database, a table LanceDB cannot read); the message
     says what happened, and that `localidx index` repairs it."""
 
-    exit_code = 1
+    exit_code = 2
 
 
 class IndexNotReady(LocalidxError):
     """The work tree has no index yet (or none for the configured model)."""
 
-    exit_code = 1
+    exit_code = 2
 
 
+NO_MATCH_EXIT = 1  # the command ran and found nothing (like grep and rg); `status`: nothing indexed yet
 INTERNAL_ERROR_EXIT = 3

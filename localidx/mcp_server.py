@@ -3,7 +3,9 @@
 
 Place in the flow: serve. The tools and what they call:
 
-    rag_search          context/build on the work tree's daemon    the whole response (matches, augmentedPrompt, ...)
+    rag_search          context/build on the work tree's daemon    the matches: where, what, and the lines that matched
+                                                               (``detail: "full"``: each match's text and the
+                                                               pipeline's fields, still without the prompt)
     rag_search_simple   context/build, the query alone             the same
     rag_context         context/build                              the pack to paste: augmentedPrompt, citations, ...
     index_status        index/status                               the status report
@@ -18,6 +20,10 @@ Invariants:
 - A failure (no daemon, index not ready, a usage error such as an unknown profile) is a tool error whose text is the
   one-line message; it never ends the server. Nothing but the protocol goes to stdout: logs go to stderr (the SDK's
   stdio transport also points fd 1 at stderr while it serves, so a stray print cannot corrupt the stream).
+- Agents pay for every byte: a search answer says each thing once, as one compact JSON text (no structured copy
+  beside it); the code itself only on request (``detail: "full"``), and the prompt built from it only from
+  ``rag_context``. The first per-repository call starts the work tree's daemon, which outlives the session until it
+  has been idle for ``daemon_idle_s``; the tools' descriptions say so.
 - Text enters as valid Unicode: a frame's lone surrogate escapes (``"\\ud83d"``, a string cut inside an emoji) are
   replaced before the SDK parses it (its parser refuses them and answers nothing, so the client would hang), and
   tool arguments go through ``localidx.text.valid_text``.
@@ -35,9 +41,10 @@ from typing import Annotated, Any, Callable, Literal
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import ToolAnnotations
+from mcp.types import TextContent, ToolAnnotations
 from pydantic import ConfigDict, Field
 
+from localidx import __version__
 from localidx.errors import LocalidxError
 from localidx.protocol import MAX_QUERY_CHARS
 from localidx.records import KINDS
@@ -62,6 +69,14 @@ Language = Annotated[str | None, Field(min_length=1, max_length=64,
 PathGlob = Annotated[str | None, Field(min_length=1, max_length=1024,
                                        description="Only paths matching this glob (gitignore style), e.g. src/**.")]
 Kind = Annotated[Literal[KINDS] | None, Field(description="Only chunks of this kind.")]
+Detail = Annotated[Literal["brief", "full"], Field(description=(
+    "brief (default): each match's location, symbol, score and the lines that matched (a few per match); full: "
+    "each match's whole text and the pipeline's fields as well."))]
+
+DAEMON_NOTE = (" The first call starts a localidx daemon for this repository (a few seconds); it keeps running "
+               "after this session and stops after an hour without requests (`localidx daemon stop` stops it now).")
+# The fields of a context/build response that repeat the matches' text (the prompt built from them).
+PROMPT_FIELDS = ("augmentedPrompt", "instructions")
 
 
 class Repository:
@@ -125,18 +140,51 @@ def context_pack(response: dict) -> dict:
     }
 
 
+def search_answer(response: dict, query: str, detail: str = "brief") -> list[TextContent]:
+    """A search tool's answer as one compact JSON text. ``brief``: per match its location, symbol, kind, score and
+    the lines holding the query's terms (``localidx.highlight``); ``full``: the matches whole and the response's
+    other fields. Neither repeats the matches' text in the prompt fields (``rag_context`` builds the prompt)."""
+    import json
+
+    if detail == "full":
+        answer = {key: value for key, value in response.items() if key not in PROMPT_FIELDS}
+    else:
+        from localidx.highlight import query_terms, snippet
+
+        terms = query_terms(response.get("query") or query)
+        matches = []
+        for m in response.get("matches", []):
+            brief = {"path": m["path"], "start_line": m["start_line"], "end_line": m["end_line"],
+                     "symbol": m.get("symbol") or m.get("title") or "", "kind": m.get("kind", ""),
+                     "score": round(float(m.get("score") or 0.0), 3),
+                     "lines": [f"{line.number}: {line.text}" for line in snippet(m.get("text", ""), m["start_line"],
+                                                                                  terms)]}
+            if m.get("repo"):
+                brief = {"repo": m["repo"], **brief}
+            matches.append(brief)
+        answer = {"rawQuery": response.get("rawQuery", query), "matches": matches,
+                  "warnings": response.get("warnings", []), "noResults": response.get("noResults", not matches),
+                  "noResultsReason": response.get("noResultsReason"), "profile": response.get("profile"),
+                  "detail": "brief: call again with detail \"full\" for each match's whole text"}
+    return [TextContent(type="text", text=json.dumps(answer, ensure_ascii=False, separators=(",", ":")))]
+
+
 def _tools(repo: Repository) -> list[Callable]:
     """The tool functions, bound to ``repo``; their names, signatures and docstrings are what clients see."""
 
     def rag_search(rawQuery: RawQuery, profile: Profile = None, conversationContext: ConversationContext = None,
-                   language: Language = None, path: PathGlob = None, kind: Kind = None) -> dict[str, Any]:
+                   language: Language = None, path: PathGlob = None, kind: Kind = None,
+                   detail: Detail = "brief") -> list[TextContent]:
         """Search this repository's code and docs with the retrieval pipeline (hybrid search, rerank, neighbour
-        expansion) and return the ranked matches with their text, plus an augmented prompt citing path:start-end."""
-        return repo.context(**_context_options(rawQuery, profile, conversationContext, language, path, kind))
+        expansion): the ranked matches as path, start_line-end_line, symbol and the lines that matched; detail
+        "full" adds each match's whole text. rag_context builds a prompt to paste."""
+        return search_answer(repo.context(**_context_options(rawQuery, profile, conversationContext, language, path,
+                                                             kind)), rawQuery, detail)
 
-    def rag_search_simple(rawQuery: RawQuery) -> dict[str, Any]:
-        """Search this repository with the default profile and no filters: the query alone."""
-        return repo.context(**_context_options(rawQuery))
+    def rag_search_simple(rawQuery: RawQuery, detail: Detail = "brief") -> list[TextContent]:
+        """Search this repository with the default profile and no filters: the query alone (answers as
+        rag_search)."""
+        return search_answer(repo.context(**_context_options(rawQuery)), rawQuery, detail)
 
     def rag_context(rawQuery: RawQuery, profile: Profile = None, conversationContext: ConversationContext = None,
                     language: Language = None, path: PathGlob = None, kind: Kind = None) -> dict[str, Any]:
@@ -167,10 +215,17 @@ def _tools(repo: Repository) -> list[Callable]:
     return [rag_search, rag_search_simple, rag_context, index_status, rag_search_global]
 
 
+SEARCH_TOOLS = ("rag_search", "rag_search_simple")
+DAEMON_TOOLS = ("rag_search", "rag_search_simple", "rag_context", "index_status")
+
+
 def _closed_tool(fn: Callable) -> Tool:
     """The SDK's tool for ``fn``, with an argument model that refuses unknown arguments (``additionalProperties:
     false`` in the schema): a client passing ``topK`` hears that it is not accepted instead of being ignored."""
-    tool = Tool.from_function(fn, annotations=READ_ONLY, structured_output=True)
+    search = fn.__name__ in SEARCH_TOOLS  # one compact JSON text, not a structured copy beside it
+    tool = Tool.from_function(fn, annotations=READ_ONLY, structured_output=not search,
+                              description=(fn.__doc__ or "").strip() + (DAEMON_NOTE if fn.__name__ in DAEMON_TOOLS
+                                                                        else ""))
     loose = tool.fn_metadata.arg_model
     closed = type(loose.__name__, (loose,), {"model_config": ConfigDict(extra="forbid"), "__module__": __name__})
     tool.fn_metadata.arg_model = closed
@@ -185,6 +240,7 @@ def create_server(root: Path, in_git: bool) -> MCPServer:
         "localidx",
         instructions=(f"Code search over the repository at {root} (and, with rag_search_global, every repository "
                       "indexed on this machine). Answers cite path:start-end; use rag_context for a pack to paste."),
+        version=__version__,
         tools=[_closed_tool(fn) for fn in _tools(repo)],
         log_level="WARNING",
     )

@@ -223,7 +223,7 @@ def test_an_mcp_call_with_a_lone_surrogate_is_answered(make_repo, tmp_path, run_
             reply = ask('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"%s",'
                         '"arguments":{"rawQuery":"verify token \\ud83d"}}}' % tool)
             assert not reply["result"].get("isError"), reply
-            found = reply["result"]["structuredContent"]
+            found = reply["result"].get("structuredContent") or json.loads(reply["result"]["content"][0]["text"])
             assert found["matches"][0]["path"] == "auth.py" and found["rawQuery"] == "verify token \ufffd"
     finally:
         server.stdin.close()

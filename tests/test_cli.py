@@ -180,13 +180,13 @@ def test_unloadable_model_is_one_line(repo, tmp_path):
     env = {"LOCALIDX_EMBED_MODEL": "no-such-org/no-such-model", "LOCALIDX_HOME": str(tmp_path / "home"),
            "HF_HUB_OFFLINE": "1", "LOCALIDX_CACHE_DIR": str(tmp_path / "cache")}
     proc = run_env(repo, env, "index")
-    line = assert_one_line_error(proc, code=1)
+    line = assert_one_line_error(proc, code=2)  # a configuration the user must fix
     assert "no-such-org/no-such-model" in line
 
 
 def test_search_from_a_subdirectory_with_json_fields_and_stale_flag(repo, tmp_path):
     env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
-    assert "not indexed yet" in assert_one_line_error(run_env(repo / "app", env, "search", "users"), code=1)
+    assert "not indexed yet" in assert_one_line_error(run_env(repo / "app", env, "search", "users"), code=2)
     assert run_env(repo, env, "index", "-q").returncode == 0
     proc = run_env(repo / "app", env, "search", "list users", "--json", "-k", "3")
     assert proc.returncode == 0, proc.stderr

@@ -641,7 +641,7 @@ def test_cli_context_prints_the_augmented_prompt_and_json(make_repo, cli_env):
 def test_cli_context_in_an_unindexed_repository_says_so(make_repo, cli_env):
     root = make_repo(FILES)
     r = _cli(root, "context", "verify token")
-    assert r.returncode == 1 and "run `localidx index`" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "run `localidx index`" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_ask_without_an_llm_prints_the_pack_and_how_to_configure_one(make_repo, cli_env):

@@ -268,7 +268,7 @@ def test_a_world_writable_runtime_dir_is_refused(daemons, run_dir):
     assert proc.returncode == 2 and "writable by others" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not d.paths.status.exists()
-    assert d.cli("search", "verify token").returncode == 1  # no daemon, nothing indexed: the in-process answer
+    assert d.cli("search", "verify token").returncode == 2  # no daemon, nothing indexed: the in-process answer
 
 
 def test_localidx_sock_names_the_socket(daemons, run_dir):
@@ -540,7 +540,7 @@ def test_an_empty_index_answers_index_not_ready(make_repo, daemons):
     through_daemon = d.cli("search", "anything")
     d.teardown()
     in_process = d.cli("search", "anything")
-    assert through_daemon.returncode == in_process.returncode == 1
+    assert through_daemon.returncode == in_process.returncode == 2
     assert through_daemon.stderr == in_process.stderr
 
 

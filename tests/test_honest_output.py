@@ -48,7 +48,7 @@ def test_advice_is_given_once(make_repo, tmp_path):
     env = {**fake_env(tmp_path), "LOCALIDX_LLM_BASE_URL": "", "LOCALIDX_LLM_MODEL": ""}
     for command in ("context", "ask"):
         proc = run(root, command, "where are tokens verified", env=env)
-        assert proc.returncode == 1, proc.stderr
+        assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "run `localidx index`" in lines[0], proc.stderr
     assert run(root, "index", "-q", env=env).returncode == 0

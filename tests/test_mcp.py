@@ -7,6 +7,7 @@ stopped (killed if it will not go) at the end.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -34,8 +35,9 @@ BILLING = (
 )
 TOOLS = {"rag_search", "rag_search_simple", "rag_context", "index_status", "rag_search_global"}
 FILTERS = {"rawQuery", "profile", "conversationContext", "language", "path", "kind"}
-RESPONSE = {"matches", "rerankApplied", "augmentedPrompt", "instructions", "contextMissing", "noResults",
-            "noResultsReason", "appliedModules", "warnings", "profile", "query", "subQueries", "stats"}
+RESPONSE = {"matches", "rerankApplied", "contextMissing", "noResults", "noResultsReason", "appliedModules", "warnings",
+            "profile", "query", "subQueries", "stats"}  # detail "full": all but the prompt built from the matches
+BRIEF = {"rawQuery", "matches", "warnings", "noResults", "noResultsReason", "profile", "detail"}
 CITATION = re.compile(r"^[\w./-]+:\d+-\d+$")
 CALL_TIMEOUT_S = 120.0
 
@@ -111,6 +113,8 @@ def text_of(result) -> str:
 async def ok(client: mcp.Client, tool: str, arguments: dict) -> dict:
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, text_of(result)
+    if result.structured_content is None:  # the search tools: one compact JSON text
+        return json.loads(text_of(result))
     return result.structured_content
 
 
@@ -128,14 +132,16 @@ async def test_tools_are_listed_with_closed_inputs_that_take_profiles_not_tuning
         for tool in tools.values():
             schema = tool.input_schema
             assert schema["additionalProperties"] is False, tool.name
-            assert set(schema["properties"]) <= FILTERS, tool.name
+            assert set(schema["properties"]) <= FILTERS | {"detail"}, tool.name
             assert tool.annotations.read_only_hint is True and tool.description
-            assert tool.output_schema["type"] == "object"
+            if tool.name not in ("rag_search", "rag_search_simple"):
+                assert tool.output_schema["type"] == "object"
         for name in ("rag_search", "rag_context", "rag_search_global"):
             schema = tools[name].input_schema
-            assert set(schema["properties"]) == FILTERS and schema["required"] == ["rawQuery"]
+            extra = {"detail"} if name == "rag_search" else set()
+            assert set(schema["properties"]) == FILTERS | extra and schema["required"] == ["rawQuery"]
             assert schema["properties"]["kind"]["anyOf"][0]["enum"] == list(KINDS)
-        assert set(tools["rag_search_simple"].input_schema["properties"]) == {"rawQuery"}
+        assert set(tools["rag_search_simple"].input_schema["properties"]) == {"rawQuery", "detail"}
         assert tools["index_status"].input_schema["properties"] == {}
 
         message = await fails(client, "rag_search", {"rawQuery": "verify token", "topK": 50})
@@ -147,8 +153,9 @@ async def test_tools_are_listed_with_closed_inputs_that_take_profiles_not_tuning
 @pytest.mark.anyio
 async def test_rag_search_finds_the_right_file_through_the_daemon_and_applies_filters(world):
     async with server(world) as client:
-        found = await ok(client, "rag_search", {"rawQuery": "where is the session token signature verified?"})
-        assert set(found) >= RESPONSE
+        found = await ok(client, "rag_search", {"rawQuery": "where is the session token signature verified?",
+                                                "detail": "full"})
+        assert set(found) >= RESPONSE and not set(found) & {"augmentedPrompt", "instructions"}
         assert found["matches"][0]["path"] == "auth.py"
         assert "verify_token" in found["matches"][0]["text"]
         assert "profile:balanced" in found["appliedModules"] and found["noResults"] is False
@@ -162,7 +169,7 @@ async def test_rag_search_finds_the_right_file_through_the_daemon_and_applies_fi
         assert code["profile"] == "balanced"
 
         simple = await ok(client, "rag_search_simple", {"rawQuery": "refresh session expiry"})
-        assert set(simple) >= RESPONSE and simple["matches"][0]["path"] == "auth.py"
+        assert set(simple) == BRIEF and simple["matches"][0]["path"] == "auth.py"
 
 
 @pytest.mark.anyio
@@ -254,3 +261,32 @@ def test_the_per_repository_tools_leave_lancedb_and_the_model_to_the_daemon(worl
                           text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+def _repeated_lines(text: str) -> list[str]:
+    """Lines of code (over 20 characters) that occur more than once in ``text`` (JSON-escaped newlines split)."""
+    lines = [line.strip() for line in text.replace("\\n", "\n").splitlines() if len(line.strip()) > 20]
+    return sorted({line for line in lines if lines.count(line) > 1})
+
+
+@pytest.mark.anyio
+async def test_a_search_answer_is_small_says_each_thing_once_and_the_server_names_its_version(world):
+    # Before: the chunks' text three times (matches, augmentedPrompt, instructions) and again in a structured copy;
+    # serverInfo.version was empty and nothing said that the daemon outlives the session.
+    from localidx import __version__
+
+    async with server(world) as client:
+        assert client.server_info.version == __version__
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert "keeps running after this session" in tools["rag_search_simple"].description
+        brief = await client.call_tool("rag_search_simple", {"rawQuery": "verify the session token"})
+        full = await client.call_tool("rag_search_simple", {"rawQuery": "verify the session token",
+                                                            "detail": "full"})
+    for result in (brief, full):
+        assert not result.is_error and result.structured_content is None and len(result.content) == 1
+        assert _repeated_lines(text_of(result)) == []
+    answer = json.loads(text_of(brief))
+    assert answer["matches"][0]["path"] == "auth.py" and "text" not in answer["matches"][0]
+    assert any("verify_token" in line for line in answer["matches"][0]["lines"])
+    assert len(text_of(brief).encode()) <= 8192 and len(text_of(brief)) < len(text_of(full))
+    assert "def verify_token" in json.loads(text_of(full))["matches"][0]["text"]

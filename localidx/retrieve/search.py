@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from localidx.embed.names import DEFAULT_MODEL, STATIC_MODEL
 from localidx.errors import UsageError
 from localidx.errors import IndexNotReady
 import localidx.retrieve.fusion as _fusion
@@ -119,6 +120,12 @@ class Match:
     chunk_index: int = 0
     token_count: int = 0
     definition: bool = False  # defines the name the query consists of (``Response``, ``class Response``)
+    # How well the chunk answers, comparable across queries (``score`` is scaled so the best match is 1.0):
+    # ``similarity`` is the raw cosine similarity of the query and the chunk (None when the vector arm did not
+    # return it); ``relevant`` is True for a keyword (BM25) or stack-frame hit, or a similarity of at least
+    # ``SIMILARITY_FLOOR``. A search whose matches are all irrelevant has found nothing.
+    similarity: float | None = None
+    relevant: bool = True
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field."""
@@ -274,8 +281,37 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
         reading(index.paths, lambda: _materialise(table, [rows[key] for key in best if key[0] == label], rows, label))
     best = [key for key in best if "text" in rows[key]]  # a row gone from the pinned version cannot be: kept safe
     staleness = {label: Staleness(index) for label, index in indexes.items()}
-    return [(key[0], match_from_row(rows[key], scores[key], vector.get(key), bm25.get(key), staleness[key[0]],
-                                    definition=key in definitions)) for key in best]
+    found = []
+    for key in best:
+        match = match_from_row(rows[key], scores[key], vector.get(key), bm25.get(key), staleness[key[0]],
+                               definition=key in definitions)
+        _rate(match, vector_raw.get(key),
+              key in bm25 or key in definitions or (key not in vector_raw and mode != "vector"),
+              similarity_floor(indexes[key[0]]))
+        found.append((key[0], match))
+    return found
+
+
+# The cosine similarity a chunk only the vector arm returned needs to count as a match, per model. Measured on this
+# repository's own index with 25 real questions and 10 gibberish queries (xyzzyplugh, qwzxv blorf, ...): the static
+# model gives gibberish a best similarity up to 0.74 (its subword vectors land near hashes and identifiers), as
+# high as real questions (0.47-0.84), so with it a match needs a keyword hit or a similarity above every gibberish
+# one. The transformer's floor is a first estimate, not yet measured the same way. A model not listed (the test
+# model among them) has no floor.
+SIMILARITY_FLOORS = {STATIC_MODEL: 0.78, DEFAULT_MODEL: 0.35}
+
+
+def similarity_floor(index) -> float:
+    """The floor for ``index``'s model (its ``embed_model`` setting); none for a model not measured."""
+    settings = getattr(index, "settings", None)
+    return SIMILARITY_FLOORS.get(getattr(settings, "embed_model", ""), float("-inf"))
+
+
+def _rate(match: Match, similarity: float | None, keyword_hit: bool, floor: float) -> None:
+    """Set ``match``'s ``similarity`` and ``relevant`` (see ``Match``): a keyword or frame hit is relevant, a chunk
+    only the vector arm returned at ``floor`` or above."""
+    match.similarity = None if similarity is None else round(similarity, 4)
+    match.relevant = keyword_hit or (similarity is not None and similarity >= floor)
 
 
 def search_response(index, query, files: bool = False, **options) -> dict:
@@ -298,6 +334,9 @@ def response_depth(options: dict, files: bool) -> tuple[int, int]:
 
 
 def shape_response(found: list[dict], k: int, files: bool, warnings: list[str]) -> dict:
+    """The response of ``found`` (best first): the ``k`` best of the relevant matches (``Match.relevant``), an
+    irrelevant one dropped without moving the others."""
+    found = [m for m in found if m.get("relevant", True)]
     response = {"matches": found[:k], "warnings": warnings}
     if files:
         response["files"] = rank_files(found, k)
