@@ -77,6 +77,8 @@ class VectorCache:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             if not self.read_only:
+                # Set before the file's first table (ignored after): five 1.6 kB rows to a page instead of two to 4 kB.
+                conn.execute("PRAGMA page_size = 8192")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")  # WAL: a crash may lose the last writes, never corrupt
                 conn.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
