@@ -5,6 +5,7 @@ the run, writers in several processes at once all land, and a cache table left b
 from __future__ import annotations
 
 import logging
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +114,12 @@ def test_a_cache_table_left_by_an_older_version_is_carried_over_once(tmp_path):
     assert store.cache_get(["k1"])["k1"].tolist() == [1.0, 2.0, 3.0, 4.0]
     assert "vectors_fake_model_d4" not in store._names()
     assert ChunkStore(db, "worktree-b", "fake-model", 4).cache_count() == 1
+
+
+def test_a_cache_file_of_another_layout_is_started_afresh(tmp_path):
+    path = tmp_path / "vectors.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, vec BLOB)")
+    cache = VectorCache(path, 4)
+    cache.put(["k"], np.ones((1, 4), dtype=np.float32))
+    assert list(cache.get(["k"])) == ["k"] and (tmp_path / "vectors.sqlite.damaged").is_file()
