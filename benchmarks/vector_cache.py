@@ -139,7 +139,7 @@ def main() -> int:
             (root / "lance").mkdir()
             small = bench_sqlite(root / "sqlite", args.lance_n, args.dim, args.repeat, rng)
             lance = bench_lance(root / "lance", args.lance_n, args.dim, args.repeat, rng)
-            print(f"ratio at n={args.lance_n:,}: lancedb lookup / sqlite lookup = {lance / small:.0f}x")
+            print(f"ratio at n={args.lance_n:,}: lancedb lookup / sqlite lookup = {lance / small:.2f}x")
             for p in (root / "sqlite").iterdir():
                 p.unlink()
         if args.n != args.lance_n or small is None:
