@@ -130,7 +130,6 @@ class ChunkStore:
         self.worktree_suffix = f"_{_slug(worktree_key)}"
         self.table_name = (f"chunks_s{SCHEMA_VERSION}_m{META_VERSION}_{_slug(model_id)}{extra}{self.worktree_suffix}"
                            + (f"_g{generation}" if generation else ""))
-        self.cache_name = f"vectors_{_slug(model_id)}_d{dim}"  # the table an older localidx kept its cache in
         self.read_only = read_only
         self.cache = VectorCache(cache_path or db_dir.parent / FILE_NAME, dim, read_only=read_only)
         self._old_caches_checked = read_only
