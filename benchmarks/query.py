@@ -332,8 +332,8 @@ def main() -> None:
               f"{r['pending_vectors_s']:.2f} s ({len(pending)} pending)")
 
         # The vector cache at this many distinct texts: the indexer asks it for every written batch (2000 keys) and
-        # every embedding commit (256 keys); it has no index on ``key``.
-        have = index.store._cache().count_rows() if index.store.cache_name in index.store._names() else 0
+        # every embedding commit (256 keys).
+        have = index.store.cache_count()
         keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(count)]
         t0 = time.perf_counter()
         for start in range(have, count, 20_000):

@@ -553,7 +553,8 @@ class _Batch:
             embedded = _embed_safely(index, missing, owner, stats, problems)
             took = time.perf_counter() - started
         for row in rows:
-            row["vector"] = cached.get(row["embed_key"]) or embedded.get(row["embed_key"])
+            key = row["embed_key"]
+            row["vector"] = cached[key] if key in cached else embedded.get(key)
         store.replace_files([f.path for f in files], rows)
         self.relations.replace_files([f.relations for f in files])
         catalog.put([f.record for f in files])

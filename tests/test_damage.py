@@ -163,8 +163,8 @@ def test_rows_no_catalog_record_vouches_for_are_removed(indexed):
 
 def test_an_unreadable_vector_cache_is_emptied_and_vectors_embedded_again(indexed):
     root, first = indexed
-    for path in data_files(root, "vectors_"):
-        os.truncate(path, 100)
+    cache = state_dir(root) / "vectors.sqlite"
+    os.truncate(cache, cache.stat().st_size // 2)
     (root / "pkg/mod_00.py").write_text("def fresh():\n    return 'new text the cache never saw'\n")
     repaired = index_json(root)
     assert any("vector cache" in line for line in repaired["repairs"])

@@ -83,7 +83,7 @@ def test_the_vector_cache_answers_by_key_and_keeps_the_first_vector(store):
     store.cache_put(["k1"], np.array([[0, 0, 0, 1]], dtype=np.float32))  # same key: same text, kept as it was
     found = store.cache_get(["k1", "k2", "missing"])
     assert set(found) == {"k1", "k2"}
-    assert found["k1"] == [1.0, 0.0, 0.0, 0.0]
+    assert found["k1"].tolist() == [1.0, 0.0, 0.0, 0.0]
 
 
 def test_the_cache_key_is_the_model_and_the_text():

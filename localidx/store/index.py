@@ -89,7 +89,8 @@ def open_store(paths: IndexPaths, settings: Settings, embedder, read_only: bool 
 
     return ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only,
                       variant=table_variant(settings),
-                      generation=paths.generation() if generation is None else generation)
+                      generation=paths.generation() if generation is None else generation,
+                      cache_path=paths.vector_cache)
 
 
 # -- damage -------------------------------------------------------------------------------------------------------

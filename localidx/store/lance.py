@@ -2,8 +2,10 @@
 
 Table identity: ``chunks_s<SCHEMA_VERSION>_m<META_VERSION>_<model>_<worktree>`` (``_g<N>`` added for generation N of
 the work tree's index, ``localidx.store.index``) — a new model, schema or [META] format is a new table, built from
-scratch, never a mix of vectors or of old and new search text. ``vectors_<model>`` maps an embedding key (SHA-256 of model id, META version and
-the embedded text) to its vector, so identical text is embedded once across files, runs, branches and worktrees.
+scratch, never a mix of vectors or of old and new search text. The vector cache (``localidx.store.vectors``, a SQLite
+file beside the database) maps an embedding key (SHA-256 of model id, key format and the embedded text) to its
+vector, so identical text is embedded once across files, runs, branches and worktrees. A ``vectors_<model>`` table
+left in the database by an older localidx is copied into that file once and dropped.
 
 Only the indexer writes (``replace_files``, ``delete_paths``, ``set_vectors``, ``cache_put``). ``replace_files`` is
 one LanceDB commit per batch — upsert the files' rows and delete their other rows — so a reader sees each file
@@ -109,10 +111,13 @@ def embed_key(model_id: str, search_text: str) -> str:
 
 class ChunkStore:
     def __init__(self, db_dir: Path, worktree_key: str, model_id: str, dim: int, read_only: bool = False,
-                 variant: str = "", generation: int = 0):
+                 variant: str = "", generation: int = 0, cache_path: Path | None = None):
         """``variant``: a suffix for the chunk table's name when the rows' text depends on more than the model and
         META_VERSION (``localidx.explain.table_variant``); "" for the plain table. ``generation``: the work
-        tree's index generation this table belongs to."""
+        tree's index generation this table belongs to. ``cache_path``: the vector cache's file (default:
+        ``vectors.sqlite`` beside ``db_dir``)."""
+        from localidx.store.vectors import FILE_NAME, VectorCache
+
         import lancedb
 
         self.db_dir = db_dir
@@ -125,8 +130,9 @@ class ChunkStore:
         self.worktree_suffix = f"_{_slug(worktree_key)}"
         self.table_name = (f"chunks_s{SCHEMA_VERSION}_m{META_VERSION}_{_slug(model_id)}{extra}{self.worktree_suffix}"
                            + (f"_g{generation}" if generation else ""))
-        self.cache_name = f"vectors_{_slug(model_id)}_d{dim}"
         self.read_only = read_only
+        self.cache = VectorCache(cache_path or db_dir.parent / FILE_NAME, dim, read_only=read_only)
+        self._old_caches_checked = read_only
         if read_only and not db_dir.exists():
             self._db = None
             return
@@ -159,10 +165,32 @@ class ChunkStore:
         table.checkout(table.version)
         return table
 
-    def _cache(self):
-        if self.cache_name in self._names():
-            return self._db.open_table(self.cache_name)
-        return self._db.create_table(self.cache_name, schema=cache_schema(self.dim))
+    def _vector_cache(self):
+        """The vector cache, after copying (once) any cache table an older localidx left in the database."""
+        if not self._old_caches_checked:
+            self._old_caches_checked = True
+            self._import_old_caches()
+        return self.cache
+
+    def _import_old_caches(self) -> None:
+        old = sorted(n for n in self._names() if re.match(r"^vectors_.*_d\d+$", n))
+        for name in old:
+            copied = 0
+            try:
+                data = self._db.open_table(name).to_arrow()
+                for batch in data.to_batches(max_chunksize=20_000):
+                    keys = batch.column("key").to_pylist()
+                    flat = batch.column("vector").flatten().to_numpy(zero_copy_only=False)
+                    self.cache.put(keys, flat.reshape(len(keys), -1))
+                    copied += len(keys)
+            except Exception as exc:  # noqa: BLE001 - an unreadable old cache is only vectors to embed again
+                log.warning("could not copy the old vector cache table %s (%s); dropping it", name,
+                            f"{type(exc).__name__}: {exc}".splitlines()[0])
+            try:
+                self._db.drop_table(name)
+                log.info("moved %d cached vectors from the table %s to %s", copied, name, self.cache.path.name)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("could not drop the old vector cache table %s (%s)", name, exc)
 
     def drop_other_tables(self, keep: set[str] = frozenset()) -> list[str]:
         """Drop this work tree's chunk tables other than this one and ``keep``: other models, schemas, generations."""
@@ -173,9 +201,8 @@ class ChunkStore:
         return dropped
 
     def drop_cache(self) -> None:
-        """Forget every cached vector (the cache was found damaged)."""
-        if self.cache_name in self._names():
-            self._db.drop_table(self.cache_name)
+        """Forget every cached vector (the cache was found damaged): the file is moved aside, a new one started."""
+        self.cache.reset()
 
     def ids_by_path(self) -> dict[str, set[str]]:
         """Every row's id by path, read from the latest version (raises when LanceDB cannot read its files)."""
@@ -188,9 +215,8 @@ class ChunkStore:
         return found
 
     def check_cache(self) -> None:
-        """Read every key of the vector cache (raises when LanceDB cannot read its files)."""
-        if self.cache_name in self._names():
-            self._cache().search().select(["key"]).limit(None).to_arrow()
+        """Check the vector cache's file (raises ``sqlite3.DatabaseError`` when it is damaged)."""
+        self.cache.check()
 
     def drop(self) -> None:
         if self.exists():
@@ -239,24 +265,15 @@ class ChunkStore:
         data = pa.Table.from_pylist([{**{n: r[n] for n in names[:-1]}, "vector": None} for r in rows], schema=schema)
         self.table().merge_insert("id").when_matched_update_all().execute(data, on_bad_vectors="null")
 
-    def cache_get(self, keys: list[str]) -> dict[str, list[float]]:
-        if not keys or self.cache_name not in self._names():
-            return {}
-        cache = self._cache()
-        found: dict[str, list[float]] = {}
-        unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), 500):
-            part = unique[start : start + 500]
-            for row in cache.search().where(sql_in("key", part)).limit(len(part)).to_arrow().to_pylist():
-                found[row["key"]] = row["vector"]
-        return found
+    def cache_get(self, keys: list[str]):
+        """The cached vector (a float32 array) of each key that has one."""
+        return self._vector_cache().get(keys)
 
     def cache_put(self, keys: list[str], vectors) -> None:
-        if not keys:
-            return
-        data = pa.Table.from_pylist([{"key": k, "vector": v.tolist()} for k, v in zip(keys, vectors)],
-                                    schema=cache_schema(self.dim))
-        self._cache().merge_insert("key").when_not_matched_insert_all().execute(data)
+        self._vector_cache().put(keys, vectors)
+
+    def cache_count(self) -> int:
+        return self._vector_cache().count()
 
     def pending_vectors(self) -> list[tuple[str, int, str]]:
         """(id, priority, embed_key) of rows still without a vector, highest priority first."""
@@ -309,8 +326,6 @@ class ChunkStore:
 
         if self.exists():
             self.table().optimize(cleanup_older_than=timedelta(minutes=5))
-        if self.cache_name in self._names():
-            self._cache().optimize(cleanup_older_than=timedelta(minutes=5))
 
 
 def decode_tags(raw: str) -> dict:

@@ -5,7 +5,8 @@ LanceDB database and its content-addressed embedding cache, while each worktree 
 catalog (they hold what that worktree has checked out). ``LOCALIDX_HOME`` (or ``home`` in the config) names the
 state dir instead. Outside git: a per-user data dir keyed by the root path.
 
-    <state>/lancedb/                  the LanceDB database: chunks_<...> tables and the vectors_<model> cache
+    <state>/lancedb/                  the LanceDB database: the chunks_<...> tables
+    <state>/vectors.sqlite            the content-addressed vector cache (``localidx.store.vectors``), every model's
     <state>/worktrees/<key>/          catalog.sqlite (catalog-gN.sqlite), generation, write.lock, for one work tree
 
 ``generation`` holds the number of the work tree's current generation (``localidx.store.index``); it is replaced by
@@ -32,6 +33,10 @@ class IndexPaths:
     @property
     def lancedb(self) -> Path:
         return self.state / "lancedb"
+
+    @property
+    def vector_cache(self) -> Path:
+        return self.state / "vectors.sqlite"
 
     @property
     def worktree(self) -> Path:
