@@ -144,6 +144,7 @@ class _Progress:
         self.started = time.monotonic()
         self._phase = ""  # the event name of the running phase (chunk, embed)
         self._state = ""  # its latest line, repeated by the ticker
+        self._last = ""  # the last line printed
         self._printed_at = time.monotonic()
         self._lock = threading.Lock()
         self._stop = threading.Event()
