@@ -18,6 +18,12 @@ one run as ratios, and read CPU-seconds, which contention does not inflate much)
    no vector; BM25 still sees them): do vectors of file summaries, config keys, module code or data/text windows
    help?
 
+6. ``cold`` (``--repo PATH``, a git repository at a fixed commit): one real ``localidx index`` of it with the default
+   model into a fresh state directory, stderr read as a log (one line per phase, ``LOCALIDX_PROGRESS_S=1``): when
+   each phase ended (files found, files chunked, BM25-ready: rows written and searchable, hybrid-ready: every vector),
+   the run's write/embed split, chunks, and the peak RSS of any process of the run. ``--fresh-table`` also builds the
+   static table from scratch (a first run on a new machine) in an empty cache.
+
 Then the tables: option, chunks/s, CPU-s per 1k chunks, R@1 and MRR per set and mode, and the "static first,
 transformer later" row, derived from the two it combines (hybrid-ready at the static pace, at the static quality
 until the transformer pass ends). Every figure also goes to ``--out`` (JSON); ``--reuse`` reads the quality runs
@@ -295,6 +301,46 @@ def print_tables(report: dict) -> None:
         print("| " + " | ".join(row) + " |")
 
 
+def section_cold(repo: Path, work: Path, fresh_table: bool, model: str = "") -> dict:
+    """Time one real cold ``localidx index`` of ``repo`` phase by phase from its stderr (a pipe, so a log's lines)."""
+    import re
+    import shutil
+    import subprocess
+
+    home = work / "cold-home"
+    shutil.rmtree(home, ignore_errors=True)
+    env = dict(os.environ, LOCALIDX_HOME=str(home), LOCALIDX_PROGRESS_S="1", LOCALIDX_WATCH="0")
+    if model:
+        env["LOCALIDX_EMBED_MODEL"] = model
+    if fresh_table:
+        shutil.rmtree(work / "cold-cache", ignore_errors=True)
+        env["LOCALIDX_CACHE_DIR"] = str(work / "cold-cache")
+    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo, capture_output=True,
+                            text=True).stdout.strip()
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "localidx", "index", str(repo)], cwd=repo, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    marks: dict = {}
+    for line in proc.stderr:
+        at = round(time.perf_counter() - started, 2)
+        if re.match(r"\d+ files", line):
+            marks.setdefault("files_found_s", at)
+        elif re.match(r"chunking (\d+)/\1 files", line):
+            marks["chunked_s"] = at
+        elif "searchable now (BM25)" in line:
+            marks["bm25_ready_s"] = at
+    out = proc.stdout.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    marks["hybrid_ready_s"] = round(time.perf_counter() - started, 2)
+    chunks = re.search(r"chunks: (\d+) written", out)
+    split = re.search(r"\(write ([\d.]+) s, embed ([\d.]+) s", out)
+    return {"repo": str(repo), "commit": commit, "exit": os.waitstatus_to_exitcode(status), **marks,
+            "chunks": int(chunks.group(1)) if chunks else None,
+            "write_s": float(split.group(1)) if split else None, "embed_s": float(split.group(2)) if split else None,
+            "peak_rss_mb": round(usage.ru_maxrss / 1024), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+            "fresh_table": fresh_table, "loadavg": loadavg()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", default="build,speed,ort,quality,kinds")
@@ -308,6 +354,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=WORK / "coldindex")
     parser.add_argument("--reuse", action="store_true", help="reuse quality figures already in --work")
     parser.add_argument("--out", type=Path, default=None, help="every figure as JSON (default: <work>/report.json)")
+    parser.add_argument("--repo", type=Path, default=None, help="cold: the git repository to index (at its HEAD)")
+    parser.add_argument("--fresh-table", action="store_true", help="cold: build the static table from scratch too")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
     args.work.mkdir(parents=True, exist_ok=True)
@@ -324,6 +372,15 @@ def main() -> None:
     print(f"cores {report['cores']}, load average {report['loadavg_start']}, "
           f"cache {os.environ.get('LOCALIDX_CACHE_DIR') or '~/.cache/localidx'}")
 
+    if "cold" in sections:
+        if args.repo is None:
+            parser.error("the cold section needs --repo PATH")
+        c = report["cold"] = section_cold(args.repo.resolve(), args.work, args.fresh_table)
+        print(f"\n## cold index of {c['repo']} at {c['commit']} (default model; exit {c['exit']}, load {c['loadavg']})")
+        print(f"{c['chunks']} chunks; files found {c.get('files_found_s')} s, chunked {c.get('chunked_s')} s, "
+              f"BM25-ready {c.get('bm25_ready_s')} s, hybrid-ready {c['hybrid_ready_s']} s "
+              f"(the run's write {c['write_s']} s, embed {c['embed_s']} s); peak RSS {c['peak_rss_mb']} MB, "
+              f"{c['cpu_s']} CPU-s")
     if "build" in sections:
         names = [m for _, m, _ in options + SPEED_ONLY if m.startswith("static-minilm")]
         report["build"] = in_child(_build_child, names)

@@ -162,9 +162,9 @@ def run_eval_capped(cap: int, work: Path, packages: list[str]) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent / "eval"))
     import run_eval
 
-    from localidx.embed import DEFAULT_MODEL
+    from localidx.embed import TRANSFORMER_MODEL
 
-    model = DEFAULT_MODEL if cap == 256 else f"{DEFAULT_MODEL}[cap={cap}]"
+    model = TRANSFORMER_MODEL if cap == 256 else f"{TRANSFORMER_MODEL}[cap={cap}]"
     print(f"# run_eval with the model's window at {cap} word pieces (work dir {work})")
     return run_eval.main([*packages, "--work", str(work), "--model", model])
 

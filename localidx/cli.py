@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -128,23 +129,62 @@ def _parse_kinds(value: str | None) -> set[str] | None:
     return kinds
 
 
+PROGRESS_S_ENV = "LOCALIDX_PROGRESS_S"  # seconds between progress lines when stderr is not a terminal (default 10)
+
+
 class _Progress:
-    """Renders the indexer's progress events on stderr: one rewritten line on a terminal, phase lines otherwise; and
-    the backend's ``daemon`` event (a running daemon does the run) as a line of its own."""
+    """Renders the indexer's progress events on stderr: one rewritten line on a terminal; otherwise (a log, an IDE
+    task, CI) a line at each phase change and, while a phase runs, the latest state at least every
+    ``LOCALIDX_PROGRESS_S`` seconds (a ticker thread repeats it when the indexer is inside one long step); and the
+    backend's ``daemon`` event (a running daemon does the run) as a line of its own. ``close`` stops the ticker."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
         self.tty = sys.stderr.isatty()
         self.started = time.monotonic()
-        self._last = ""
+        self._phase = ""  # the event name of the running phase (chunk, embed)
+        self._state = ""  # its latest line, repeated by the ticker
+        self._last = ""  # the last line printed
+        self._printed_at = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        try:
+            self.interval = max(float(os.environ.get(PROGRESS_S_ENV, "") or 10.0), 0.05)
+        except ValueError:
+            raise UsageError(f"{PROGRESS_S_ENV} must be a number of seconds, not "
+                             f"{os.environ.get(PROGRESS_S_ENV)!r}") from None
 
-    def _show(self, text: str, final: bool = False) -> None:
+    def _line(self, text: str) -> None:
+        with self._lock:
+            if text != self._last:  # a phase's last state can arrive twice (after a model call, after its commit)
+                click.echo(text, err=True)
+            self._last, self._printed_at = text, time.monotonic()
+
+    def _show(self, text: str, final: bool = False, phase: str = "") -> None:
         if self.quiet:
             return
         if self.tty:
             click.echo(f"\r{text:<78}", err=True, nl=final)
-        elif final:
-            click.echo(text, err=True)
+            return
+        changed = phase != self._phase
+        self._phase, self._state = ("", "") if final else (phase, text)
+        if final or changed or time.monotonic() - self._printed_at >= self.interval:
+            self._line(text)
+        if self._state and self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="localidx-progress", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(min(self.interval / 4, 1.0)):
+            state = self._state
+            if state and time.monotonic() - self._printed_at >= self.interval:
+                self._line(f"{state} ({time.monotonic() - self.started:.0f} s in)")
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
 
     def __call__(self, event: str, **data) -> None:
         if event == "daemon":
@@ -158,13 +198,13 @@ class _Progress:
                        f"{data['deleted']} deleted", final=True)
         elif event == "chunk":
             done, total = data["done"], data["total"]
-            self._show(f"chunking {done}/{total} files", final=done == total)
+            self._show(f"chunking {done}/{total} files", final=done == total, phase=event)
         elif event == "written":
             self._show(f"{data['chunks']} chunks written: searchable now (BM25)", final=True)
         elif event == "embed":
             done, total, rate = data["done"], data["total"], data["rate"]
             eta = f", ETA {int((total - done) / rate)} s" if rate > 0 and done < total else ""
-            self._show(f"embedding {done}/{total} chunks ({rate:.1f}/s{eta})", final=done == total)
+            self._show(f"embedding {done}/{total} chunks ({rate:.1f}/s{eta})", final=done == total, phase=event)
 
 
 @cli.command()
@@ -198,8 +238,12 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     if kinds or limit_files:
         raise UsageError("--include-kinds and --limit-files only apply to --dry-run")
     # A running daemon holds the write lock: it runs the update (and always embeds) and answers with the run's record.
-    stats = _backend(root, in_git, settings).index(only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s,
-                                                   progress=_Progress(quiet or as_json))
+    progress = _Progress(quiet or as_json)
+    try:
+        stats = _backend(root, in_git, settings).index(only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s,
+                                                       progress=progress)
+    finally:
+        progress.close()
     if as_json:
         _echo_json(stats)
         return
@@ -246,6 +290,9 @@ def _print_status(root: Path, report: dict) -> None:
     click.echo(f"  model   {report['model']}")
     click.echo(f"  files   {report['files']}   chunks {report['chunks']}   "
                f"embedded {report['chunks_with_vectors']} ({100 * report['embedding_progress']:.0f}%)")
+    if report.get("chunks_pending"):
+        since = f" since {report['pending_since']}" if report.get("pending_since") else ""
+        click.echo(f"  pending {report['chunks_pending']} chunks without vectors{since} (run `localidx index`)")
     for title, key in (("kinds", "chunks_by_kind"), ("languages", "chunks_by_language")):
         if report[key]:
             click.echo(f"  {title:<7} " + ", ".join(f"{k} {v}" for k, v in report[key].items()))

@@ -43,7 +43,7 @@ class Settings:
     workers: int = 0
     # Index and embeddings.
     home: str = ""  # the state dir; default: <git common dir>/localidx, or a per-user dir outside git
-    embed_model: str = "sentence-transformers/all-MiniLM-L6-v2"  # "fake" selects the test hasher
+    embed_model: str = "static-minilm"  # the transformer by name: "sentence-transformers/all-MiniLM-L6-v2"; "fake": tests
     embed_threads: int = 0  # ONNX Runtime threads; 0: its default (every core)
     write_batch_rows: int = 2000  # rows per LanceDB commit while indexing
     # The daemon and its watcher.

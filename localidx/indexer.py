@@ -55,6 +55,7 @@ STEP_S = 1.0
 COMPACT_EVERY_VERSIONS = 64  # table versions (commits) between compactions
 INLINE_EMBED_MAX = 64  # new texts in a write batch that are embedded before it is written rather than after
 OLD_GENERATION_GRACE_S = 300  # a replaced generation is dropped this long after the switch (readers may be on it)
+PENDING_SINCE = "pending_since"  # catalog meta: epoch seconds since chunks have waited for vectors ("" when none)
 
 
 @dataclass
@@ -204,6 +205,10 @@ def sync_work_tree(index: Index, root: Path, settings: Settings, only: list[str]
         _fill_vectors(index, stats, progress, should_stop)
     failed_keys = index.catalog.failed_keys("embed")
     stats.chunks_pending = sum(1 for _id, _p, key in index.store.pending_vectors() if key not in failed_keys)
+    if not stats.chunks_pending:
+        index.catalog.set_meta(PENDING_SINCE, "")
+    elif not index.catalog.get_meta(PENDING_SINCE):
+        index.catalog.set_meta(PENDING_SINCE, str(time.time()))
     if stats.chunks_written or stats.chunks_embedded or stats.files_deleted:
         _compact_now_and_then(index)
     stats.duration_s = round(time.perf_counter() - started, 3)
@@ -471,6 +476,8 @@ def _write_changes(index: Index, root: Path, settings: Settings, only, embed: bo
     store.ensure_indexes()
     stats.write_s = round(time.perf_counter() - write_started, 3)
     progress("written", chunks=stats.chunks_written)
+    if stats.chunks_written and not catalog.get_meta(PENDING_SINCE):
+        catalog.set_meta(PENDING_SINCE, str(time.time()))  # cleared once no chunk waits for a vector (status shows it)
     catalog.set_dirty(False)
 
 
@@ -626,6 +633,7 @@ def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> 
     started = time.perf_counter()
     total = len(pending)
     done = start = 0
+    progress("embed", done=0, total=total, rate=0.0)  # the phase starts: a log shows it before the first commit
     step, commit_rows = EMBED_STEP, EMBED_COMMIT_ROWS
     stopped = False
     while start < total and not stopped:
@@ -658,6 +666,9 @@ def _fill_vectors(index: Index, stats: RunStats, progress, should_stop=None) -> 
                 index.catalog.add_problems(problems)
             new.update(found)
             stats.chunks_embedded += len(found)
+            elapsed = time.perf_counter() - started
+            progress("embed", done=min(done + at, total), total=total,
+                     rate=stats.chunks_embedded / elapsed if elapsed > 0 else 0.0)
             # Asked between model calls (about STEP_S each), not between commits: a save made while a backlog is
             # embedding waits at most one call before its own pass starts.
             if should_stop is not None and at < len(keys) and should_stop():

@@ -56,7 +56,8 @@ def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: 
         "root": str(root), "index": "", "table": "", "model": "", "files": 0, "files_skipped": 0,
         "skipped_by_reason": {}, "chunks": 0, "chunks_with_vectors": 0, "chunks_by_kind": {},
         "chunks_by_language": {}, "errors": [], "failed_files": [], "damage": [], "last_run": None,
-        "changed_files": [], "deleted_files": [], "embedding_progress": 0.0,
+        "changed_files": [], "deleted_files": [], "embedding_progress": 0.0, "chunks_pending": 0,
+        "pending_since": None,
     }
     paths = index_paths(root, in_git, settings.home)
     report["index"] = str(paths.state)
@@ -96,6 +97,12 @@ def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: 
         report["skipped_by_reason"] = dict(skipped.most_common())
         failed_embeds = sum(1 for p in report["failed_files"] if p["stage"] == "embed")
         pending = report["chunks"] - report["chunks_with_vectors"] - failed_embeds
+        report["chunks_pending"] = max(pending, 0)
+        since = index.catalog.get_meta("pending_since") if pending > 0 else ""
+        if since:  # written by the indexer when rows first waited for vectors (UTC, ISO 8601)
+            from datetime import datetime, timezone
+
+            report["pending_since"] = datetime.fromtimestamp(float(since), timezone.utc).isoformat(timespec="seconds")
         report["embedding_progress"] = round(report["chunks_with_vectors"] / report["chunks"], 4) if report[
             "chunks"] else 0.0
         if writing:

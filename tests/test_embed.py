@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from localidx.embed import DEFAULT_MODEL, get_embedder
+from localidx.embed import TRANSFORMER_MODEL, get_embedder
 from localidx.embed import runtime
 from localidx.embed.runtime import CPU, CUDA, EmbedError, choose_providers, make_session
 from localidx.embed.static import StaticEmbedder, StaticSpec, build_table, load_tokenizer, model_id
@@ -135,16 +135,16 @@ def test_transformer_gives_fastembeds_vectors_on_the_cpu(monkeypatch, tmp_path):
     monkeypatch.setenv("LOCALIDX_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(runtime.DEVICE_ENV, raising=False)
     texts = [JSON_READER, IMAGE_RESIZER, QUERY, " ".join(f"value_{i} = {i}" for i in range(300))]  # > 256 pieces
-    ours = get_embedder(DEFAULT_MODEL)
-    theirs = FastEmbedder(DEFAULT_MODEL)
+    ours = get_embedder(TRANSFORMER_MODEL)
+    theirs = FastEmbedder(TRANSFORMER_MODEL)
     a, b = ours.embed(texts), theirs.embed(texts)
     assert ours.model_id == theirs.model_id and ours.provider == CPU
     assert np.min(np.sum(a * b, axis=1)) > 0.9999
-    capped = get_embedder(DEFAULT_MODEL + "[cap=128]")
+    capped = get_embedder(TRANSFORMER_MODEL + "[cap=128]")
     assert capped.model_id == ours.model_id + "-cap128"
     assert float(capped.embed_query(texts[3]) @ a[3]) < 0.9999  # a shorter window is another model
     with pytest.raises(EmbedError, match="unknown parameter"):
-        get_embedder(DEFAULT_MODEL + "[dim=3]")
+        get_embedder(TRANSFORMER_MODEL + "[dim=3]")
 
 
 @pytest.mark.real_model
@@ -326,3 +326,11 @@ def test_a_static_model_writes_every_row_with_its_vector_where_a_slow_one_leaves
         pending[name] = (stats.chunks_pending, len(missing))
     assert pending["static"] == (0, 0)
     assert pending["slow"][0] > 0 and pending["slow"][1] > 0
+
+
+def test_the_default_model_is_the_static_table_and_the_transformer_stays_by_name():
+    from localidx.config import Settings
+    from localidx.embed.names import DEFAULT_MODEL, STATIC_MODEL
+
+    assert Settings().embed_model == DEFAULT_MODEL == STATIC_MODEL
+    assert type(get_embedder(TRANSFORMER_MODEL)).__name__ == "TransformerEmbedder"  # loads lazily: no model read

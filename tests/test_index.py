@@ -276,7 +276,7 @@ def test_changing_the_model_rebuilds_cleanly(repo, tmp_path):
         tables = [t for t in idx.store._names() if t.startswith("chunks_")]
         assert tables == [idx.store.table_name], "the old model's table should be gone"
         vectors = idx.store.snapshot().search().select(["vector"]).limit(None).to_arrow().column("vector").to_pylist()
-        assert {len(v) for v in vectors} == {384} and len(vectors) == fake.chunks_written
+        assert {len(v) for v in vectors} == {idx.embedder.dim} != {64} and len(vectors) == fake.chunks_written
     finally:
         idx.close()
 

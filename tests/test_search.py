@@ -381,7 +381,7 @@ def test_full_text_failure_is_one_line_or_a_fallback(indexed, monkeypatch):
 
 
 @pytest.mark.real_model
-def test_real_default_model_loads_offline_and_finds_by_meaning(make_repo, tmp_path, monkeypatch):
+def test_real_transformer_loads_offline_and_finds_by_meaning(make_repo, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("LOCALIDX_CACHE_DIR", str(tmp_path / "cache"))  # assemble the model from scratch, offline
     root = make_repo({
@@ -408,7 +408,8 @@ def test_real_default_model_loads_offline_and_finds_by_meaning(make_repo, tmp_pa
             "        return sum(float(row['amount']) for row in csv.DictReader(fh))\n"
         ),
     })
-    settings = load_settings(root, {"home": str(tmp_path / "home")})
+    settings = load_settings(root, {"home": str(tmp_path / "home"),
+                                    "embed_model": "sentence-transformers/all-MiniLM-L6-v2"})  # by name, not default
     stats = run_index(root, True, settings)
     assert stats.chunks_pending == 0 and stats.model.startswith("all-MiniLM-L6-v2")
     index = open_index(root, True, settings, read_only=True)

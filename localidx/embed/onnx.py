@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from localidx.embed.names import DEFAULT_MODEL
+from localidx.embed.names import TRANSFORMER_MODEL
 from localidx.embed.runtime import EmbedError  # noqa: F401 - re-exported: callers catch it from here
 
 log = logging.getLogger(__name__)
@@ -108,11 +108,11 @@ def _catalog_dim(model: str) -> int:
 
 
 class FastEmbedder:
-    def __init__(self, model: str = DEFAULT_MODEL, threads: int | None = None):
+    def __init__(self, model: str = TRANSFORMER_MODEL, threads: int | None = None):
         self.model_name = model
         self.threads = threads
         self._model = None
-        if model == DEFAULT_MODEL:
+        if model == TRANSFORMER_MODEL:
             self._dir, self.model_id = default_model_dir()
             self.dim = 384
         else:
