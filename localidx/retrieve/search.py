@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from localidx.embed.names import DEFAULT_MODEL, STATIC_MODEL
+from localidx.embed.names import STATIC_MODEL, TRANSFORMER_MODEL
 from localidx.errors import UsageError
 from localidx.errors import IndexNotReady
 import localidx.retrieve.fusion as _fusion
@@ -298,7 +298,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
 # high as real questions (0.47-0.84), so with it a match needs a keyword hit or a similarity above every gibberish
 # one. The transformer's floor is a first estimate, not yet measured the same way. A model not listed (the test
 # model among them) has no floor.
-SIMILARITY_FLOORS = {STATIC_MODEL: 0.78, DEFAULT_MODEL: 0.35}
+SIMILARITY_FLOORS = {STATIC_MODEL: 0.78, TRANSFORMER_MODEL: 0.35}
 
 
 def similarity_floor(index) -> float:
