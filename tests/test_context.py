@@ -285,6 +285,13 @@ def test_every_key_of_the_package_profiles_reaches_the_pipeline_and_back():
     assert Profile.from_wire(profile.to_wire()) == profile
 
 
+def test_a_long_question_is_said_to_be_cut_and_not_to_have_had_control_characters(repo):
+    r = pack(repo, "verify token " + "a" * 40_000)
+    assert r["warnings"] == ["sanitize: the question cut to 32768 characters (it had 40013)"]
+    with_control = pack(repo, "verify\x00 token " + "a" * 40_000)
+    assert "sanitize: control characters removed from the question" in with_control["warnings"]
+
+
 def test_sanitizer_trims_the_question_and_drops_empty_turns(repo):
     r = pack(repo, "  verify\x00 token  ", conversation_context=["", "   "])
     assert r["rawQuery"] == "verify token"
