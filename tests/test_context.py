@@ -496,6 +496,36 @@ def test_call_graph_adds_callees_and_callers_across_files(own_repo):
     assert "sign_payload" in hit["uses"] and "open_session" in hit["used_by"]
 
 
+def _long_reload() -> str:
+    steps = "".join(f"    server.step_{n} = config.get('step_{n}', {n}) + len(server.name) * {n}\n" for n in range(120))
+    return ('''"""A server that restarts its watcher."""
+
+
+def start_watcher(server):
+    """Start the file watcher of a server."""
+    server.watching = True
+    return server
+
+
+def reload_configuration(server, config):
+    """Reload the configuration: stop, then start the watcher again."""
+    start_watcher(server)
+''' + steps + "    start_watcher(server)\n    return server\n")
+
+
+def test_uses_and_used_by_name_each_place_once(own_repo):
+    """A long function is split into parts; a match that merges them lists each callee once, not once per part."""
+    root, settings = own_repo({"src/server.py": _long_reload()}, name="watcher")
+    r = configured_pack(root, settings, '[profiles.x.retrieval]\nmultiQuery = false\ntopK = 8\n\n'
+                        '[profiles.x.postprocess]\nneighborStrategy = "OFF"\nautoMerge = true\n',
+                        "reload the configuration server step config start the watcher", profile="x")
+    hits = [m for m in r["matches"] if "reload_configuration" in (m["symbols"] or [m["symbol"]])]
+    assert hits and any(len(m.get("merged_chunk_ids") or []) > 1 for m in hits), r["matches"]
+    for hit in hits:
+        lines = hit["uses"].splitlines()
+        assert len(lines) == len(set(lines)), hit["uses"]
+
+
 def test_off_adds_nothing(own_repo):
     root, settings = own_repo()
     r = _strategy_pack(root, settings, "OFF", "sign_payload hex digest")
