@@ -67,11 +67,17 @@ def _stop_own_helpers() -> None:
     """Stop this process's own fork server and resource tracker (they would end with it): they are not survivors."""
     from multiprocessing import forkserver, resource_tracker
 
-    for stop in (forkserver._forkserver._stop, resource_tracker._resource_tracker._stop):  # noqa: SLF001
-        try:
-            stop()
-        except (OSError, ChildProcessError):
-            pass
+    def stop_both() -> None:
+        for stop in (forkserver._forkserver._stop, resource_tracker._resource_tracker._stop):  # noqa: SLF001
+            try:
+                stop()  # each waits for its process to end: the server waits for its workers
+            except (OSError, ChildProcessError):
+                pass
+
+    # Waited for a while only: a worker still running keeps the server up; it is then reported as a survivor.
+    stopping = threading.Thread(target=stop_both, daemon=True)
+    stopping.start()
+    stopping.join(10)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -85,8 +91,10 @@ def pytest_sessionfinish(session, exitstatus):
         return
     kill_all(left)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    lines = [f"the test run left {len(left)} process(es) behind (now killed):"]
+    lines = [f"FAILED: the test run left {len(left)} process(es) behind (now killed):"]
     lines += [f"  {pid} {cmd[:200]}" for pid, cmd in sorted(left.items())]
+    if reporter is not None:
+        reporter.write("\n")
     for line in lines:
         if reporter is not None:
             reporter.write_line(line, red=True)
