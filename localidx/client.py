@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,7 +308,9 @@ def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, t
         except VersionMismatch as exc:
             if restarted:
                 raise
-            log.info("restarting the daemon: %s", exc)
+            reason = _restart_reason(exc, settings)
+            log.info("restarting the daemon: %s", reason)
+            print(f"localidx: restarting the daemon: {reason}", file=sys.stderr)
             stop_daemon(paths)
             _spawn_and_wait(paths)
             restarted = True
@@ -319,6 +322,17 @@ def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, t
             lifecycle.clean_stale(paths)
             _spawn_and_wait(paths)
             started = True
+
+
+def _restart_reason(exc: VersionMismatch, settings: Settings) -> str:
+    """Why a daemon is restarted, in a few words: the settings that differ, or the versions."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    if "settings" in data:
+        from localidx.config import differing_settings, setting_digests
+
+        names = differing_settings(setting_digests(settings), data["settings"])
+        return "its settings differ" + (f" ({', '.join(names)})" if names else "")
+    return str(exc)
 
 
 def connect_as_is(root: Path, in_git: bool, settings: Settings, timeout: float = 2.0) -> Client | None:

@@ -91,15 +91,44 @@ _TIB = 1 << 40
 
 # Every setting's limits. Numbers outside them, and values of another type, are refused with one line naming the
 # setting, where it came from and what it may be: a value localidx would only misread is never taken silently.
-def fingerprint(settings: "Settings") -> str:
-    """A digest of every setting's value: the daemon's hello compares it with its client's, so a daemon started before
-    ``.localidx.toml`` (or a ``LOCALIDX_*`` variable) changed is restarted once, as for another version."""
+# Settings only a client reads (the LLM that `ask` and query rewriting call): a client that differs in these alone
+# is served by the running daemon as it is. With ``summarize`` on, the daemon's indexing calls the LLM too, and they
+# count.
+CLIENT_ONLY = ("llm_base_url", "llm_model", "llm_api_key_env", "llm_timeout_s")
+
+
+def setting_digests(settings: "Settings") -> dict[str, str]:
+    """{setting: a short digest of its value} for every setting the daemon's work depends on (``CLIENT_ONLY`` aside
+    unless ``summarize`` is on): two of these name the settings in which two processes differ."""
     import dataclasses
     import hashlib
     import json
 
-    values = json.dumps(dataclasses.asdict(settings), sort_keys=True, default=str)
-    return hashlib.sha256(values.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    values = dataclasses.asdict(settings)
+    if not settings.summarize:
+        for name in CLIENT_ONLY:
+            values.pop(name)
+    return {name: hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8", "surrogatepass"))
+            .hexdigest()[:8] for name, value in sorted(values.items())}
+
+
+def fingerprint(settings: "Settings") -> str:
+    """A digest of the settings the daemon's work depends on (``setting_digests``): the daemon's hello compares it
+    with its client's, so a daemon started before ``.localidx.toml`` (or a ``LOCALIDX_*`` variable) changed is
+    restarted once, as for another version. Settings only a client reads (``CLIENT_ONLY``) restart nothing."""
+    import hashlib
+    import json
+
+    values = json.dumps(setting_digests(settings), sort_keys=True)
+    return hashlib.sha256(values.encode()).hexdigest()[:16]
+
+
+def differing_settings(mine: dict, theirs: object) -> list[str]:
+    """The names of the settings whose digests differ between ``mine`` and ``theirs`` (``setting_digests``);
+    empty when ``theirs`` is not such a dict (a daemon that does not send it)."""
+    if not isinstance(theirs, dict):
+        return []
+    return sorted(name for name in set(mine) | set(theirs) if mine.get(name) != theirs.get(name))
 
 
 RULES: dict[str, _Rule] = {

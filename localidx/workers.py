@@ -10,6 +10,11 @@ raise); a job that kills its process (a crash in a native parser, the kernel's O
 a batch that runs past ``BATCH_TIMEOUT_S`` has its pool killed: either way every job that was in flight runs again
 alone, so that the one that kills its process again, or runs past ``ALONE_TIMEOUT_S``, is found and given
 ``on_crash``'s result, and the others' results are kept. The rest of the files carry on in a new pool.
+
+A worker ends when the process that started the pool ends, however it ends (``kill -9`` included): each worker
+watches that process (``_watch_owner``). With the fork server, the server then ends by itself (it stops once every
+process holding its "alive" pipe is gone), and multiprocessing's resource tracker after it (it stops once every
+process holding its pipe is gone), so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -226,6 +231,50 @@ def map_files(func: Callable, jobs: list, workers: int, on_crash: Callable | Non
             position += 1
 
 
+def _watch_owner(owner: int) -> None:
+    """Worker initializer: kill this process as soon as ``owner`` (the process that started the pool) ends.
+
+    The owner is not always the parent (with the fork server, the server is), so the parent-death signal of
+    ``prctl`` cannot say it; a process descriptor can, without races on a reused pid: a thread waits on it. Where
+    there is none (not Linux), the thread asks every half second whether the owner still exists."""
+    import signal
+    import threading
+
+    def die() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    try:
+        fd = os.pidfd_open(owner)
+    except ProcessLookupError:
+        die()  # gone already
+        return
+    except (AttributeError, OSError):  # no pidfd_open here (not Linux, an old kernel, a sandbox)
+        fd = None
+
+    def wait_pidfd() -> None:
+        import select
+
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.poll()  # readable once the owner has ended
+        die()
+
+    def wait_poll() -> None:
+        import time
+
+        while True:
+            time.sleep(0.5)
+            try:
+                os.kill(owner, 0)
+            except ProcessLookupError:
+                die()
+            except OSError:
+                pass  # exists, not ours to signal
+
+    threading.Thread(target=wait_pidfd if fd is not None else wait_poll, name="localidx-owner-watch",
+                     daemon=True).start()
+
+
 def _pool(workers: int, context):
     """A process pool whose workers all start before any job is queued.
 
@@ -237,7 +286,7 @@ def _pool(workers: int, context):
     ``fork``, leaves no such window."""
     from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(workers, mp_context=context)
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_watch_owner, initargs=(os.getpid(),))
     pool._safe_to_dynamically_spawn_children = False  # noqa: SLF001 - the only switch for eager start
     return pool
 

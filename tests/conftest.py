@@ -8,6 +8,8 @@ import os
 import socket
 import subprocess
 import threading
+import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,6 +19,88 @@ from localidx import __version__, protocol
 from localidx.daemon import lifecycle
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+# Every process the test run starts inherits this marker; at the end, any process still carrying it is a survivor.
+RUN_MARKER_ENV = "LOCALIDX_TEST_RUN"
+os.environ[RUN_MARKER_ENV] = uuid.uuid4().hex
+
+
+def marked_processes(name: str, value: str) -> dict[int, str]:
+    """{pid: command line} of the live processes (this one aside) whose environment holds ``name=value``."""
+    wanted = f"{name}={value}".encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if wanted not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue  # a zombie is dead already, waiting for its parent to read its status
+            found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+    return found
+
+
+def survivors(name: str, value: str, wait_s: float) -> dict[int, str]:
+    """The processes marked ``name=value`` still alive after waiting up to ``wait_s`` for them to end."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = marked_processes(name, value)
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def kill_all(pids) -> None:
+    import signal
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _stop_own_helpers() -> None:
+    """Stop this process's own fork server and resource tracker (they would end with it): they are not survivors."""
+    from multiprocessing import forkserver, resource_tracker
+
+    def stop_both() -> None:
+        for stop in (forkserver._forkserver._stop, resource_tracker._resource_tracker._stop):  # noqa: SLF001
+            try:
+                stop()  # each waits for its process to end: the server waits for its workers
+            except (OSError, ChildProcessError):
+                pass
+
+    # Waited for a while only: a worker still running keeps the server up; it is then reported as a survivor.
+    stopping = threading.Thread(target=stop_both, daemon=True)
+    stopping.start()
+    stopping.join(10)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A test run leaves no process behind: whatever the run started and is still alive is killed, named, and
+    fails the run."""
+    if not Path("/proc/self/environ").exists():
+        return  # no /proc to look in (not Linux)
+    _stop_own_helpers()
+    left = survivors(RUN_MARKER_ENV, os.environ[RUN_MARKER_ENV], wait_s=3.0)
+    if not left:
+        return
+    kill_all(left)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"FAILED: the test run left {len(left)} process(es) behind (now killed):"]
+    lines += [f"  {pid} {cmd[:200]}" for pid, cmd in sorted(left.items())]
+    if reporter is not None:
+        reporter.write("\n")
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 # Sample sources several test modules index.
 BILLING_MODULE = '''"""Billing helpers."""

@@ -285,6 +285,13 @@ def test_every_key_of_the_package_profiles_reaches_the_pipeline_and_back():
     assert Profile.from_wire(profile.to_wire()) == profile
 
 
+def test_a_long_question_is_said_to_be_cut_and_not_to_have_had_control_characters(repo):
+    r = pack(repo, "verify token " + "a" * 40_000)
+    assert r["warnings"] == ["sanitize: the question cut to 32768 characters (it had 40013)"]
+    with_control = pack(repo, "verify\x00 token " + "a" * 40_000)
+    assert "sanitize: control characters removed from the question" in with_control["warnings"]
+
+
 def test_sanitizer_trims_the_question_and_drops_empty_turns(repo):
     r = pack(repo, "  verify\x00 token  ", conversation_context=["", "   "])
     assert r["rawQuery"] == "verify token"
@@ -487,6 +494,36 @@ def test_call_graph_adds_callees_and_callers_across_files(own_repo):
     assert {"sign_payload", "constant_time_compare"} <= symbols  # callees, same file
     assert "SessionStore.open_session" in symbols  # a caller through the import
     assert "sign_payload" in hit["uses"] and "open_session" in hit["used_by"]
+
+
+def _long_reload() -> str:
+    steps = "".join(f"    server.step_{n} = config.get('step_{n}', {n}) + len(server.name) * {n}\n" for n in range(120))
+    return ('''"""A server that restarts its watcher."""
+
+
+def start_watcher(server):
+    """Start the file watcher of a server."""
+    server.watching = True
+    return server
+
+
+def reload_configuration(server, config):
+    """Reload the configuration: stop, then start the watcher again."""
+    start_watcher(server)
+''' + steps + "    start_watcher(server)\n    return server\n")
+
+
+def test_uses_and_used_by_name_each_place_once(own_repo):
+    """A long function is split into parts; a match that merges them lists each callee once, not once per part."""
+    root, settings = own_repo({"src/server.py": _long_reload()}, name="watcher")
+    r = configured_pack(root, settings, '[profiles.x.retrieval]\nmultiQuery = false\ntopK = 8\n\n'
+                        '[profiles.x.postprocess]\nneighborStrategy = "OFF"\nautoMerge = true\n',
+                        "reload the configuration server step config start the watcher", profile="x")
+    hits = [m for m in r["matches"] if "reload_configuration" in (m["symbols"] or [m["symbol"]])]
+    assert hits and any(len(m.get("merged_chunk_ids") or []) > 1 for m in hits), r["matches"]
+    for hit in hits:
+        lines = hit["uses"].splitlines()
+        assert len(lines) == len(set(lines)), hit["uses"]
 
 
 def test_off_adds_nothing(own_repo):

@@ -852,6 +852,25 @@ def test_an_edited_config_restarts_the_daemon_once_with_the_new_settings(daemons
         assert stale["error"]["code"] == protocol.VERSION_MISMATCH and "settings" in stale["error"]["message"]
 
 
+def test_a_client_only_setting_does_not_restart_the_daemon_and_a_needed_restart_says_why(daemons):
+    """Two shells, one with an LLM model set: both are served by the same daemon. A shell with another idle
+    release time has it restarted, and says so in one line naming the setting; the daemon's log records it."""
+    d = daemons
+    pid = d.start()
+    d.ready()
+    for env in ({"LOCALIDX_LLM_MODEL": "x", "LOCALIDX_LLM_BASE_URL": "http://127.0.0.1:9/v1"}, {}):
+        proc = d.cli("search", "verify token", env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "restarting" not in proc.stderr
+        assert lifecycle.read_status(d.paths.status)["pid"] == pid
+    proc = d.cli("search", "verify token", env={"LOCALIDX_DAEMON_RELEASE_S": "120"})
+    d.remember()
+    restart_lines = [line for line in proc.stderr.splitlines() if "restarting the daemon" in line]
+    assert restart_lines == ["localidx: restarting the daemon: its settings differ (daemon_release_s)"], proc.stderr
+    assert lifecycle.read_status(d.paths.status)["pid"] != pid
+    assert "other settings" in d.paths.log.read_text()
+
+
 def test_a_reindex_that_waited_is_over_when_it_answers(daemons):
     """The answer to a waiting index/reindex comes after the writer stopped running: the status asked next says
     READY, not INDEXING (the VS Code integration test found the reply sent while the run still counted as running)."""

@@ -213,3 +213,17 @@ def test_a_registry_that_cannot_be_written_never_fails_indexing(make_repo, tmp_p
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.startswith(f"could not update the repository registry {blocker / 'registry.json'}: ")
     assert proc.stderr.count("\n") == 1
+
+
+def test_search_in_a_subdirectory_of_an_indexed_directory_outside_git_reads_its_index(tmp_path, isolated_registry,
+                                                                                      monkeypatch):
+    """Outside git, the indexed directory is the root for its subdirectories, as a work tree's root is inside git."""
+    from conftest import write_files
+
+    monkeypatch.setenv("LOCALIDX_HOME", str(tmp_path / "home"))  # outside git the index lives there
+    root = tmp_path / "plain"
+    write_files(root, {"src/auth/tokens.py": AUTH, "billing.py": BILLING})
+    assert cli("index", "--quiet", cwd=root).returncode == 0
+    proc = cli("search", "verify token", cwd=root / "src" / "auth")
+    assert proc.returncode == 0, proc.stderr
+    assert "not indexed" not in proc.stderr and "src/auth/tokens.py" in proc.stdout

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from localidx import gitrepo
 from localidx.config import Settings
-from localidx.errors import UsageError
+from localidx.errors import LocalidxError, UsageError
 from localidx.text import printable
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,8 @@ class Discovery:
 
 
 def find_root(start: Path) -> tuple[Path, bool]:
-    """(work-tree root, True) when ``start`` is inside a git work tree, else (``start`` resolved, False).
+    """(work-tree root, True) when ``start`` is inside a git work tree, else (the nearest indexed directory at or
+    above ``start``, or ``start`` resolved, False).
 
     A file's directory stands in for the file outside git. Raises UsageError when ``start`` does not exist or is
     inside a bare repository.
@@ -144,7 +145,24 @@ def find_root(start: Path) -> tuple[Path, bool]:
         raise UsageError(f"{bare} is a bare git repository, which has no work tree to index: run localidx in a "
                          "clone or a worktree of it")
     resolved = start.resolve()
-    return (resolved if resolved.is_dir() else resolved.parent), False
+    directory = resolved if resolved.is_dir() else resolved.parent
+    return _indexed_ancestor(directory) or directory, False
+
+
+def _indexed_ancestor(directory: Path) -> Path | None:
+    """The nearest of ``directory`` and its parents that is the root of a registered index, or None. Outside git
+    this is what a work-tree root is inside it: a command run in a subdirectory of an indexed directory reads that
+    directory's index."""
+    from localidx import registry
+
+    try:
+        roots = {Path(entry.root) for entry in registry.entries(prune=False)}
+    except (LocalidxError, OSError):
+        return None  # an unreadable registry: the directory itself, as before there was one
+    for candidate in (directory, *directory.parents):
+        if candidate in roots:
+            return candidate
+    return None
 
 
 def discover(root: Path, settings: Settings, only: list[str] | None = None) -> Discovery:

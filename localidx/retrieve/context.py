@@ -330,8 +330,8 @@ def _add_relations(sources: list[Source], matches: list[dict], label: bool) -> N
         if rel is not None:
             ids = match.get("merged_chunk_ids") or [match["id"]]
             try:
-                uses = "\n".join(filter(None, (rel.uses_md(i) for i in ids)))
-                used_by = "\n".join(filter(None, (rel.used_by_md(i) for i in ids)))
+                uses = rel.uses_md(ids)  # each callee once, across the parts of a merged match
+                used_by = rel.used_by_md(ids)
             except Exception as exc:  # noqa: BLE001
                 log.warning("call relations failed for %s: %s", match["id"], _one_line(exc))
         match["uses"] = uses

@@ -124,7 +124,7 @@ def _clean_text(text: str, what: str, warnings: list[str]) -> str:
     valid, fixes = limit_query(text, what)
     warnings.extend(fixes)
     cleaned = _CONTROL.sub(" ", valid)
-    if cleaned != text:
+    if cleaned != valid:  # compared after the cut and the repair, which limit_query has reported already
         warnings.append(f"sanitize: control characters removed from {what}")
     stripped = cleaned.strip()
     if stripped != cleaned:

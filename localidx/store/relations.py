@@ -457,17 +457,19 @@ class Relations:
             edges.sort(key=lambda e: (-e.confidence, e.caller_path, e.caller_line, e.name))
             return edges[:limit]
 
-    def uses_md(self, chunk_id: str, limit: int = 10) -> str:
-        """What this chunk calls, one Markdown list line per edge ("" when nothing resolves)."""
-        return "\n".join(
-            _line(e.callee_symbol, e.callee_path, e.callee_line, e) for e in self.callees(chunk_id, limit)
-        )
+    def uses_md(self, chunk_ids: str | list[str], limit: int = 10) -> str:
+        """What these chunks call (one chunk, or the parts of a merged match), one Markdown list line per callee
+        ("" when nothing resolves): a callee called from several places, or by several parts, is listed once."""
+        ids = [chunk_ids] if isinstance(chunk_ids, str) else chunk_ids
+        edges = [e for i in ids for e in self.callees(i, 3 * limit)]
+        return _md(((e.callee_symbol, e.callee_path, e.callee_line, e) for e in edges), limit)
 
-    def used_by_md(self, chunk_id: str, limit: int = 10) -> str:
-        """Who calls this chunk's symbol(s), one Markdown list line per edge ("" when nobody does)."""
-        return "\n".join(
-            _line(e.caller_symbol, e.caller_path, e.caller_line, e) for e in self.callers(chunk_id, limit)
-        )
+    def used_by_md(self, chunk_ids: str | list[str], limit: int = 10) -> str:
+        """Who calls these chunks' symbol(s), one Markdown list line per caller ("" when nobody does): a caller
+        that calls them from several places is listed once."""
+        ids = [chunk_ids] if isinstance(chunk_ids, str) else chunk_ids
+        edges = [e for i in ids for e in self.callers(i, 3 * limit)]
+        return _md(((e.caller_symbol, e.caller_path, e.caller_line, e) for e in edges), limit)
 
     def _head(self, chunk_id: str) -> tuple[int, int] | None:
         """(head chunk, file) of a chunk: a later part of a split symbol speaks for its first part."""
@@ -591,6 +593,21 @@ def _most_specific(ref: _Ref, defs: list[_Def]) -> list[_Def]:
         return []
     best = max(d.weight for d in found)
     return sorted((d for d in found if d.weight == best), key=lambda d: (d.fid, d.cid))
+
+
+def _md(places, limit: int) -> str:
+    """Markdown list lines for (symbol, path, line, edge) in order, each (symbol, path, line) once, ``limit`` at
+    most."""
+    seen: set = set()
+    lines = []
+    for symbol, path, line, edge in places:
+        if (symbol, path, line) in seen:
+            continue
+        seen.add((symbol, path, line))
+        lines.append(_line(symbol, path, line, edge))
+        if len(lines) == limit:
+            break
+    return "\n".join(lines)
 
 
 def _line(symbol: str, path: str, line: int, edge: Edge) -> str:

@@ -5,7 +5,10 @@ hooks pass theirs, so a daemon left running across an upgrade is restarted by th
 (dmypy's rule). Clients that only speak the protocol (an editor extension) leave ``package_version`` out.
 
 ``settings_fingerprint`` (``config.fingerprint``) is compared the same way: a daemon keeps the settings it started
-with, so a client whose settings differ has it restarted rather than be served under the old ones.
+with, so a client whose settings differ has it restarted rather than be served under the old ones. Settings only a
+client reads (``config.CLIENT_ONLY``: the LLM endpoint and model) are not in the fingerprint. The refusal's data
+carries the daemon's per-setting digests (``settings``), so that the client can name the settings that differ, and
+the daemon's log records the refusal.
 
 ``max_frame_bytes`` sets this connection's response limit: a client that reads large frames asks for up to
 ``MAX_NEGOTIATED_FRAME_BYTES`` and then gets any response up to that size; the limit never goes below
@@ -17,8 +20,12 @@ those, a test checks it, and a handler does not read the table that imports it.
 
 from __future__ import annotations
 
+import logging
+
 from localidx import protocol
 from localidx.protocol import VERSION_MISMATCH, ProtocolError
+
+log = logging.getLogger(__name__)
 
 
 def handle(daemon, params: dict) -> dict:
@@ -33,8 +40,13 @@ def handle(daemon, params: dict) -> dict:
                                               f"restart the daemon", versions)
     wanted = params.get("settings_fingerprint")
     if wanted is not None and wanted != daemon.settings_fingerprint:
+        from localidx.config import setting_digests
+
+        log.warning("a client runs with other settings (fingerprint %s, this daemon's %s): it will restart the "
+                    "daemon", wanted, daemon.settings_fingerprint)
         raise ProtocolError(VERSION_MISMATCH, "the daemon runs with other settings than the client's (an edited "
-                                              ".localidx.toml or LOCALIDX_* variable): restart the daemon", versions)
+                                              ".localidx.toml or LOCALIDX_* variable): restart the daemon",
+                            {**versions, "settings": setting_digests(daemon.settings)})
     limit = protocol.MAX_FRAME_BYTES
     session = daemon.session()
     if session is not None:
