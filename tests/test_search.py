@@ -419,3 +419,19 @@ def test_real_transformer_loads_offline_and_finds_by_meaning(make_repo, tmp_path
         assert search(index, "how much money did I spend", k=3)[0].path == "ledger.py"
     finally:
         index.close()
+
+
+def test_a_report_is_answered_without_static_vectors_and_with_the_transformers():
+    """Static vectors lowered pasted reports below BM25 alone: with that model a report's vector weight is 0 (the
+    vector arm is not run); the transformer keeps its report weight; a mix of models keeps the common one."""
+    from types import SimpleNamespace
+
+    from localidx.embed.names import STATIC_MODEL, TRANSFORMER_MODEL
+    from localidx.retrieve.search import REPORT_VECTOR_WEIGHT, report_vector_weight
+
+    def source(model):
+        return ("", SimpleNamespace(settings=SimpleNamespace(embed_model=model)), None)
+
+    assert report_vector_weight([source(STATIC_MODEL)]) == 0.0
+    assert report_vector_weight([source(TRANSFORMER_MODEL)]) == REPORT_VECTOR_WEIGHT
+    assert report_vector_weight([source(STATIC_MODEL), source(TRANSFORMER_MODEL)]) == REPORT_VECTOR_WEIGHT
