@@ -49,7 +49,7 @@ _DEFAULT = object()  # "the client's own timeout", distinct from None ("no timeo
 class DaemonUnavailable(LocalidxError):
     """No daemon answers for this work tree (none runs, it went away, or it did not answer in time)."""
 
-    exit_code = 69  # EX_UNAVAILABLE
+    exit_code = 2  # an error to act on: `localidx daemon logs` says why
 
 
 class DaemonTimeout(DaemonUnavailable):

@@ -50,7 +50,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 class LLMError(LocalidxError):
     """The LLM endpoint failed: unreachable, timed out, an HTTP error, or an answer localidx cannot read."""
 
-    exit_code = 1
+    exit_code = 2  # an error to act on (1 means "nothing matched")
 
 
 class LLMUnreachable(LLMError):

@@ -316,7 +316,7 @@ def test_run_stays_in_the_foreground_and_stops_cleanly_on_sigterm(daemons):
 
 def test_a_daemon_that_cannot_start_says_why_in_one_line(daemons):
     proc = daemons.cli("daemon", "start", env={"LOCALIDX_EMBED_MODEL": "no/such-model", "HF_HUB_OFFLINE": "1"})
-    assert proc.returncode == 69, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "did not start: unknown embedding model 'no/such-model'" in lines[0]
 
