@@ -74,7 +74,7 @@ Detail = Annotated[Literal["brief", "full"], Field(description=(
     "each match's whole text and the pipeline's fields as well."))]
 
 DAEMON_NOTE = (" The first call starts a localidx daemon for this repository (a few seconds); it keeps running "
-               "after this session and stops after an hour without requests (`localidx daemon stop` stops it now).")
+               "after the client disconnects and stops after an hour without requests (`localidx daemon stop` stops it now).")
 # The fields of a context/build response that repeat the matches' text (the prompt built from them).
 PROMPT_FIELDS = ("augmentedPrompt", "instructions")
 
