@@ -278,7 +278,7 @@ async def test_a_search_answer_is_small_says_each_thing_once_and_the_server_name
     async with server(world) as client:
         assert client.server_info.version == __version__
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert "keeps running after this session" in tools["rag_search_simple"].description
+        assert "keeps running after the client disconnects" in tools["rag_search_simple"].description
         brief = await client.call_tool("rag_search_simple", {"rawQuery": "verify the session token"})
         full = await client.call_tool("rag_search_simple", {"rawQuery": "verify the session token",
                                                             "detail": "full"})
