@@ -173,16 +173,18 @@ def localidx_rankings(index, query: str, setups: list[str], settings) -> dict[st
                        "context-prompt": pack["matches"] + pack["files"]}[kind]
         else:
             continue
-        files: list[str] = []
-        for m in matches:
-            if m["path"] not in files:
-                files.append(m["path"])
-        symbols = []
-        for m in matches[:10]:
-            names = [m.get("symbol") or ""] + list(m.get("symbols") or [])
-            symbols.extend(f"{m['path']}::{s}" for s in names if s)
-        out[label] = (files, symbols)
+        out[label] = ranked(matches, matches)
     return out
+
+
+def ranked(matches: list[dict], ranked_matches: list[dict]) -> tuple[list[str], list[str]]:
+    """(files in the order ``ranked_matches`` first names them, ``path::symbol`` of the first 10 ``matches``)."""
+    files = list(dict.fromkeys(m["path"] for m in ranked_matches))
+    symbols = []
+    for m in matches[:10]:
+        names = [m.get("symbol") or ""] + list(m.get("symbols") or [])
+        symbols.extend(f"{m['path']}::{s}" for s in names if s)
+    return files, symbols
 
 
 # -- scoring --------------------------------------------------------------------------------------------------------

@@ -142,12 +142,7 @@ def localidx_rankings(index, query: str, setups: list[str], settings) -> dict[st
                 matches, ranked = pack["matches"], pack["matches"] + pack["files"]
             else:
                 continue
-        files = list(dict.fromkeys(m["path"] for m in ranked))
-        symbols = []
-        for m in matches[:10]:
-            names = [m.get("symbol") or ""] + list(m.get("symbols") or [])
-            symbols.extend(f"{m['path']}::{s}" for s in names if s)
-        out[label] = (files, symbols)
+        out[label] = bugreports.ranked(matches, ranked)
     return out
 
 
