@@ -131,6 +131,8 @@ def main() -> int:
         print("error: --n and --lance-n need at least 250 vectors, --dim and --repeat at least 1", file=sys.stderr)
         return 2
     rng = np.random.default_rng(7)
+    if args.dir:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="vector-cache-", dir=args.dir) as tmp:
         root = Path(tmp)
         (root / "sqlite").mkdir()
