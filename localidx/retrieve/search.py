@@ -126,8 +126,8 @@ class Match:
     definition: bool = False  # defines the name the query consists of (``Response``, ``class Response``)
     # How well the chunk answers, comparable across queries (``score`` is scaled so the best match is 1.0):
     # ``similarity`` is the raw cosine similarity of the query and the chunk (None when the vector arm did not
-    # return it); ``relevant`` is True for a keyword (BM25) or stack-frame hit, or a similarity of at least
-    # ``SIMILARITY_FLOOR``. A search whose matches are all irrelevant has found nothing.
+    # return it); ``relevant`` is True for a keyword (BM25) or stack-frame hit, a name's definition, or a similarity
+    # of at least the model's floor (``SIMILARITY_FLOORS``). A search whose matches are all irrelevant found nothing.
     similarity: float | None = None
     relevant: bool = True
 
@@ -319,8 +319,8 @@ def similarity_floor(index) -> float:
 
 
 def _rate(match: Match, similarity: float | None, keyword_hit: bool, floor: float) -> None:
-    """Set ``match``'s ``similarity`` and ``relevant`` (see ``Match``): a keyword or frame hit is relevant, a chunk
-    only the vector arm returned at ``floor`` or above."""
+    """Set ``match``'s ``similarity`` and ``relevant`` (see ``Match``): a keyword hit, a frame's chunk or a name's
+    definition is relevant, a chunk only the vector arm returned at ``floor`` or above."""
     match.similarity = None if similarity is None else round(similarity, 4)
     match.relevant = keyword_hit or (similarity is not None and similarity >= floor)
 
