@@ -121,7 +121,7 @@ def check_socket_dir(sock: Path, create: bool) -> None:
     if create:
         try:
             if own:
-                os.mkdir(directory, 0o700)  # not parents: $XDG_RUNTIME_DIR is the session's, made by the system
+                os.mkdir(directory, 0o700)  # not parents: $XDG_RUNTIME_DIR is the login's, made by the system
             else:
                 directory.mkdir(mode=0o700, parents=True)
         except FileExistsError:

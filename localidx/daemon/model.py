@@ -125,8 +125,8 @@ class SharedModel:
             started = time.perf_counter()
             before = memory.usage().get("anon_mb")
             inner.embed_query(WARM_UP)
-            # Making the session optimises the graph; its scratch (about 65 MB for the default model) is freed but
-            # stays in the heap until the allocator is asked to give it back.
+            # Making the inference session optimises the graph; its scratch (about 65 MB for the transformer) is
+            # freed but stays in the heap until the allocator is asked to give it back.
             memory.trim()
             after = memory.usage().get("anon_mb")
             self.load_mb = round(max(0.0, after - before), 1) if before is not None and after is not None else None
