@@ -43,7 +43,7 @@ class Settings:
     workers: int = 0
     # Index and embeddings.
     home: str = ""  # the state dir; default: <git common dir>/localidx, or a per-user dir outside git
-    embed_model: str = "static-minilm"  # the transformer by name: "sentence-transformers/all-MiniLM-L6-v2"; "fake": tests
+    embed_model: str = "static-minilm"  # or "sentence-transformers/all-MiniLM-L6-v2" (the transformer); "fake": tests
     embed_threads: int = 0  # ONNX Runtime threads; 0: its default (every core)
     write_batch_rows: int = 2000  # rows per LanceDB commit while indexing
     # The daemon and its watcher.
@@ -100,7 +100,6 @@ CLIENT_ONLY = ("llm_base_url", "llm_model", "llm_api_key_env", "llm_timeout_s")
 def setting_digests(settings: "Settings") -> dict[str, str]:
     """{setting: a short digest of its value} for every setting the daemon's work depends on (``CLIENT_ONLY`` aside
     unless ``summarize`` is on): two of these name the settings in which two processes differ."""
-    import dataclasses
     import hashlib
     import json
 
