@@ -43,7 +43,7 @@ from localidx.records import Chunk, FileContext
 # statements read by localidx.imports: a relative import gives no Role, a Go raw-string import does; Markdown split
 # by the one line splitter, over-budget lines cut after whitespace), so an index built by an older version is rebuilt
 # beside itself on the next run; unchanged texts keep their vectors.
-META_VERSION = 3
+META_VERSION = 4
 
 _CONTAINS_MAX = 8
 _DOC_CHARS = 120
@@ -682,6 +682,38 @@ def _fits(header_text: str, budget: int, floor_head: str = "") -> bool:
     if floor_head and not floor_head[-1].isspace() and tokens.count(floor_head) > budget:
         return False
     return sum(tokens.count(line) + 1 for line in header_text.split("\n")) - 1 <= budget
+
+
+PATH_STEM_REPEAT = 2  # the file stem's words, this many times in a chunk's BM25 text
+PATH_DIRS = 3  # the last directories whose words are in a chunk's BM25 text
+
+
+def path_text(path: str) -> str:
+    """The words a chunk's BM25 text adds for its file's path: the stem and its split words ``PATH_STEM_REPEAT``
+    times, then the last ``PATH_DIRS`` directory names and their split words (``src/net/HttpClient.java`` ->
+    ``httpclient http client httpclient http client net``).
+
+    A file is often named for what it holds (``ObjectUtils.java``, ``transfer.c``, ``Session.swift``); the [META]
+    header writes the path once, as one token per component, so a question's plain words ("object", "transfer")
+    never met it."""
+    pure = PurePosixPath(path)
+    stem_words = [w for part in pure.stem.split(".") if part for w in _path_part_words(part)]
+    dirs = [d for d in pure.parent.parts if d not in ("", ".", "/")][-PATH_DIRS:] if PATH_DIRS else []
+    dir_words = [w for d in dirs for w in _path_part_words(d)]
+    return " ".join(stem_words * PATH_STEM_REPEAT + dir_words)
+
+
+def _path_part_words(part: str) -> list[str]:
+    words = _split(part)
+    whole = part.lower()
+    return list(dict.fromkeys([whole, *words])) if len(words) > 1 or (words and words[0] != whole) else list(words)
+
+
+def bm25_text(chunk: Chunk) -> str:
+    """What BM25 reads of a chunk: its search text, the words of its path (``path_text``) and every identifier of
+    its text split into words ("verify token" finds ``verifyToken``)."""
+    words = " ".join(identifier_words(chunk.text, limit=400))
+    return f"{chunk.search_text}\n{path_text(chunk.path)}\n{words}"
 
 
 def search_text(chunk: Chunk, ctx: FileContext, text_tokens: int) -> str:

@@ -324,10 +324,9 @@ def _within(path: str, only: list[str] | None) -> bool:
 def _row(chunk, file_hash: str, model_id: str) -> dict:
     import json
 
-    from localidx.enrich import identifier_words
+    from localidx.enrich import bm25_text
     from localidx.store.lance import embed_key
 
-    words = " ".join(identifier_words(chunk.text, limit=400))
     search_text = chunk.search_text
     return {
         "id": chunk.id, "path": chunk.path, "language": chunk.language, "kind": chunk.kind,
@@ -336,8 +335,7 @@ def _row(chunk, file_hash: str, model_id: str) -> dict:
         "end_line": chunk.end_line, "chunk_index": chunk.chunk_index, "overlap_lines": chunk.overlap_lines,
         "token_count": chunk.token_count, "priority": int(chunk.tags.get("priority", 0)),
         "signature": chunk.signature, "doc": chunk.doc, "text": chunk.text, "search_text": search_text,
-        # BM25 reads the search text plus every identifier split into words: "verify token" finds verifyToken.
-        "bm25_text": f"{search_text}\n{words}", "calls": chunk.calls, "symbols": chunk.symbols,
+        "bm25_text": bm25_text(chunk), "calls": chunk.calls, "symbols": chunk.symbols,
         "tags": json.dumps(chunk.tags, sort_keys=True), "content_hash": chunk.content_hash,
         "span_hash": chunk.span_hash, "file_hash": file_hash, "embed_key": embed_key(model_id, search_text),
         "vector": None,

@@ -45,7 +45,8 @@ from localidx.errors import UsageError
 from localidx.errors import IndexNotReady
 import localidx.retrieve.fusion as _fusion
 from localidx.retrieve.guard import limit_query, require_words
-from localidx.retrieve.transforms import NameQuery, fold_name, name_parts, name_query, path_role
+from localidx.retrieve.ranking import QUESTION_ROLE_FACTORS, definition_rank, definitions_first, rank_question
+from localidx.retrieve.transforms import NameQuery, fold_name, name_query, path_role
 from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
@@ -261,9 +262,11 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     for key in scores:
         role = path_role(rows[key]["path"], rows[key]["language"] or "")
         if role and role not in plan.wanted_roles:
-            scores[key] *= REPORT_ROLE_FACTOR if plan.report else ROLE_FACTOR
+            scores[key] *= REPORT_ROLE_FACTOR if plan.report else QUESTION_ROLE_FACTORS.get(role, ROLE_FACTOR)
     if plan.report:
         scores = _with_file_depth(_with_file_support(scores, rows), rows)
+    elif mode != "vector":
+        scores = rank_question(scores, rows, query)
     names = None if plan.report else name_query(query)
     definitions: set[tuple] = set()
     if names is not None:
@@ -273,7 +276,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
                 key = (label, row["id"])
                 rows.setdefault(key, row)
                 defined.append((rank, key))
-        scores, definitions = _definitions_first(scores, defined)
+        scores, definitions = definitions_first(scores, defined, MAX_DEFINITIONS)
     top = max(scores.values(), default=0.0)
     if top > 0.0:  # frames, file support and the role factor move scores: the best match is 1.0 again
         scores = {key: value / top for key, value in scores.items()}
@@ -408,6 +411,8 @@ def wanted_roles(query: str) -> frozenset:
     wanted = {"test"} if analysis.about_tests else set()
     if analysis.about_docs:
         wanted |= {"doc", "example", "generated"}
+    if analysis.about_config:
+        wanted.add("config")
     return frozenset(wanted)
 
 
@@ -416,11 +421,9 @@ def _title(report: str) -> str:
 
 
 def _definition_arm(table, names: NameQuery, where: str | None) -> list[tuple[tuple, dict]]:
-    """The chunks that define a name of ``names``, each with its rank key (lower ranks first): source code before
-    tests, docs, examples and built copies; the query's qualification matched (``Client.send``: a ``send`` of
-    ``Client``; leading components may name the module's path instead: ``httpx.Client``); case as written before
-    a case or separator variant; the kind a keyword asks for (``class X``) before other kinds. Of a symbol split
-    into several chunks, the first part (the one holding the defining line) is its definition."""
+    """The chunks that define a name of ``names``, each with its rank key (``ranking.definition_rank``: lower
+    ranks first). Of a symbol split into several chunks, the first part (the one holding the defining line) is its
+    definition."""
     from localidx.retrieve.transforms import data
     from localidx.store.lance import sql_str
 
@@ -435,64 +438,13 @@ def _definition_arm(table, names: NameQuery, where: str | None) -> list[tuple[tu
         rows = table.search().where(f"({where}) AND {clause}" if where else clause) \
             .select([*CANDIDATE_COLUMNS, "symbol", "kind"]).with_row_id(True).limit(10_000).to_list()
         for row in rows:
-            quality = _name_quality(parts, row)
-            if quality is None:
+            rank = definition_rank(parts, names.wants, row)
+            if rank is None:
                 continue
-            kind = row["kind"] or ""
-            wrong_kind = bool(names.wants) and _kind_group(kind) != names.wants
-            role = path_role(row["path"], row["language"] or "")
-            rank = (bool(role), wrong_kind, *quality, row["path"], row["start_line"])
             symbol_key = (row["path"], row["symbol"])
             if symbol_key not in found or rank < found[symbol_key][0]:
                 found[symbol_key] = (rank, row)
     return list(found.values())
-
-
-def _name_quality(parts: tuple[str, ...], row: dict) -> tuple[int, int] | None:
-    """How well a chunk's symbol names ``parts``: (unmatched qualifiers, 0 for the case as written or 1 for a case
-    or separator variant), or None when no symbol of the chunk ends in the name."""
-    best = None
-    path = fold_name(row["path"])
-    for symbol in (row["symbol"] or "").split(", "):
-        have = name_parts(symbol)
-        if not have:
-            continue
-        for folded in (False, True):
-            norm = fold_name if folded else (lambda text: text)
-            if norm(have[-1]) != norm(parts[-1]):
-                continue
-            matched = 1
-            while matched < len(parts) and matched < len(have) and \
-                    norm(have[-1 - matched]) == norm(parts[-1 - matched]):
-                matched += 1
-            # Qualifiers beyond the symbol's own may name its module: found in the path, they count as matched.
-            missing = sum(1 for part in parts[:len(parts) - matched] if fold_name(part) not in path)
-            quality = (missing, int(folded))
-            best = quality if best is None or quality < best else best
-            break
-    return best
-
-
-def _kind_group(kind: str) -> str:
-    if kind in ("function", "method", "constructor", "macro"):
-        return "function"
-    if kind in ("constant", "variable", "field", "property"):
-        return "value"
-    return "type"
-
-
-def _definitions_first(scores: dict[tuple, float], defined: list[tuple]) -> tuple[dict[tuple, float], set[tuple]]:
-    """Scores with a name query's definitions (``(rank key, key)``) above every other match, in rank order (ties:
-    the search's own order), at most ``MAX_DEFINITIONS`` of them."""
-    if not defined:
-        return scores, set()
-    defined.sort(key=lambda item: (item[0][:4], -scores.get(item[1], 0.0), item[0][4:]))
-    chosen = list(dict.fromkeys(key for _rank, key in defined))[:MAX_DEFINITIONS]
-    top = max(scores.values(), default=0.0) or 1.0
-    out = dict(scores)
-    for n, key in enumerate(chosen):
-        out[key] = top * (2.0 - n / (2 * MAX_DEFINITIONS))  # above top, in order
-    return out, set(chosen)
 
 
 def _with_file_support(scores: dict[tuple, float], rows: dict[tuple, dict]) -> dict[tuple, float]:

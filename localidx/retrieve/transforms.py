@@ -37,6 +37,8 @@ class QueryData:
     role_paths: tuple[tuple[str, tuple[re.Pattern, ...]], ...]  # (role, patterns), tried in order
     doc_languages: frozenset[str]
     doc_words: frozenset[str]
+    config_languages: frozenset[str]
+    config_words: frozenset[str]
     languages: dict[str, str]
     foreign: dict[str, frozenset[str]]
     english: frozenset[str]
@@ -56,6 +58,7 @@ def data() -> QueryData:
         role_paths=tuple((role, tuple(re.compile(p) for p in raw[f"{role}_paths"]))
                          for role in ("test", "doc", "generated", "example")),
         doc_languages=frozenset(raw["doc_languages"]), doc_words=frozenset(raw["doc_words"]),
+        config_languages=frozenset(raw["config_languages"]), config_words=frozenset(raw["config_words"]),
         languages=dict(raw["languages"]),
         foreign={lang: frozenset(words) for lang, words in raw["foreign_stopwords"].items()},
         english=keyword_tables().stopwords,
@@ -73,6 +76,7 @@ class Analysis:
     languages: set[str] = field(default_factory=set)  # localidx language ids the question names
     about_tests: bool = False
     about_docs: bool = False  # names docs, examples or built files (``path_role``'s other roles)
+    about_config: bool = False  # names a kind of config or build file (``path_role``'s "config")
     english: bool = True
     foreign_language: str = ""
 
@@ -115,6 +119,7 @@ def analyze(question: str) -> Analysis:
         out.languages.add("go")
     out.about_tests = any(w in d.test_words for w in words)
     out.about_docs = any(w in d.doc_words for w in words)
+    out.about_config = any(w in d.config_words for w in words)
     out.english, out.foreign_language = _english(question, words)
     return out
 
@@ -197,13 +202,16 @@ def is_test_path(path: str) -> bool:
 
 @lru_cache(maxsize=1 << 16)
 def path_role(path: str, language: str = "") -> str:
-    """What a file holds besides the code itself: "test", "doc", "generated", "example", or "" for code.
-    Remembered per path: a hybrid search asks it for every candidate (about 4 ms of a query at 100k chunks)."""
+    """What a file holds besides the code itself: "test", "doc", "generated", "example", "config" (a config, build
+    or data file: ``CMakeLists.txt``, ``package.json``), or "" for code. Remembered per path: a hybrid search asks it
+    for every candidate (about 4 ms of a query at 100k chunks)."""
     d = data()
     for role, patterns in d.role_paths:
         if any(p.search(path) for p in patterns):
             return role
-    return "doc" if language in d.doc_languages else ""
+    if language in d.doc_languages:
+        return "doc"
+    return "config" if language in d.config_languages else ""
 
 
 def is_follow_up(question: str, analysis: Analysis) -> bool:

@@ -1,0 +1,206 @@
+"""Ranking a question's candidates: the rules search applies after fusing its arms, for a question (not a report).
+
+Place in the flow: retrieve (inside ``search``, after fusion and the role factor; before the name lookup and the
+cut to ``k``). Pure functions over scores and candidate rows; no I/O.
+
+A short question ("null-safe object utility methods", ``Session``, "how data is sent during a transfer") is most
+often answered by one file, and the file is often named for the thing asked. The fused chunk scores alone rank a
+chunk that mentions the words above the file that is about them. The rules:
+
+- **Path evidence**: a chunk whose file stem or directory is named by the question's words gains a share of the best
+  score, in proportion to the share of the question's words the path names.
+- **File coherence**: a file's best chunk gains with the summed score of the file's chunks, so a file that answers in
+  several places ranks above a single lucky chunk elsewhere.
+- **Diversity**: a file's n-th best chunk counts ``FILE_DECAY`` ** (n - 1), so the first matches cover more files.
+
+Every constant was chosen on the tuning repositories of the short-question benchmark (docs/retrieval.md has the
+figures and the command).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import PurePosixPath
+
+# A question's factor for a chunk of a file of each role (``transforms.path_role``) it does not ask for; a role not
+# listed counts search's ROLE_FACTOR.
+QUESTION_ROLE_FACTORS: dict[str, float] = {}
+PATH_WEIGHT = 1.0  # of the best score, times the share of the question's words the path names
+COHERENCE = 0.2  # of the best score, times the file's summed score over the best file's
+FILE_DECAY = 0.5  # a file's n-th best chunk counts this to the power n-1
+MIN_PREFIX = 4  # a word and a path word match when the shorter (at least this long) begins the longer
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+
+
+@lru_cache(maxsize=1)
+def _english() -> frozenset[str]:
+    from localidx import tomlfile
+
+    return frozenset(tomlfile.package_table("localidx", "data/keywords.toml")["stopwords"]["english"])
+
+
+def question_words(query: str) -> frozenset[str]:
+    """The words of a question that can name a file: lower case, split identifiers, no English stopwords, >= 3
+    letters."""
+    from localidx.enrich import split_identifier
+
+    stop = _english()
+    words = set()
+    for token in _WORD.findall(query):
+        for word in {token.lower(), *split_identifier(token)}:
+            if len(word) >= 3 and word not in stop:
+                words.add(word)
+    return frozenset(words)
+
+
+@lru_cache(maxsize=1 << 16)
+def path_words(path: str) -> frozenset[str]:
+    """The words a file's path names it by: its stem's split words (and the stem itself) and its directory's."""
+    from localidx.enrich import split_identifier
+
+    pure = PurePosixPath(path)
+    words = {w for part in pure.stem.split(".") for w in (part.lower(), *split_identifier(part))}
+    if pure.parent.name:
+        words |= {pure.parent.name.lower(), *split_identifier(pure.parent.name)}
+    return frozenset(w for w in words if len(w) >= 2)
+
+
+def _same_word(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    return len(short) >= MIN_PREFIX and long_.startswith(short)
+
+
+def path_share(words: frozenset[str], path: str) -> float:
+    """The share of ``words`` that ``path`` names (0 when none)."""
+    if not words:
+        return 0.0
+    names = path_words(path)
+    hits = sum(1 for w in words if w in names or any(_same_word(w, n) for n in names))
+    return hits / len(words)
+
+
+def rank_question(scores: dict, rows: dict, query: str) -> dict:
+    """The question's scores after path evidence, file coherence and diversity (keys: (source label, chunk id))."""
+    if not scores:
+        return scores
+    top = max(scores.values()) or 1.0
+    out = dict(scores)
+    words = question_words(query)
+    if PATH_WEIGHT and words:
+        shares: dict[str, float] = {}
+        for key in out:
+            path = rows[key]["path"]
+            if path not in shares:
+                shares[path] = path_share(words, path)
+            if shares[path]:
+                out[key] += PATH_WEIGHT * top * shares[path]
+    if COHERENCE:
+        sums: dict[tuple, float] = {}
+        best: dict[tuple, tuple] = {}
+        for key, value in out.items():
+            file = (key[0], rows[key]["path"])
+            sums[file] = sums.get(file, 0.0) + value
+            if file not in best or value > out[best[file]]:
+                best[file] = key
+        most = max(sums.values()) or 1.0
+        for file, key in best.items():
+            out[key] += COHERENCE * top * sums[file] / most
+    if FILE_DECAY < 1.0:
+        seen: dict[tuple, int] = {}
+        for key in sorted(out, key=lambda key: -out[key]):
+            file = (key[0], rows[key]["path"])
+            n = seen.get(file, 0)
+            seen[file] = n + 1
+            out[key] *= FILE_DECAY ** n
+    return out
+
+
+# -- names ------------------------------------------------------------------------------------------------------
+
+
+def definition_rank(parts: tuple[str, ...], wants: str, row: dict) -> tuple | None:
+    """The rank key of a chunk defining the name ``parts`` (lower ranks first), or None when it does not define it.
+
+    In order: source code before tests, docs, examples and built copies; the kind a keyword asks for (``class X``)
+    before other kinds; the query's qualification matched (``Client.send``: a ``send`` of ``Client``; leading
+    components may name the module's path instead: ``httpx.Client``); the case as written before a case or
+    separator variant; for a capitalised name without a keyword, a type before a function of that name (a class
+    before its constructor, ``type Engine`` before a method ``Engine()``); the file named for the name before the
+    others (``SqlMapper.cs`` before ``SqlMapper.Cache.cs``, parts of one partial class). Then the search's own
+    score decides, then the path and line. A variant of another case that starts differently (``into_response``
+    for ``IntoResponse``) names something else and is no definition of it."""
+    from localidx.retrieve.transforms import fold_name, path_role
+
+    quality = _name_quality(parts, row)
+    if quality is None:
+        return None
+    kind = row["kind"] or ""
+    group = _kind_group(kind)  # None for a merged chunk of several symbols: its kinds are its members'
+    wrong_kind = bool(wants) and group is not None and group != wants
+    role = path_role(row["path"], row["language"] or "")
+    name = parts[-1]
+    not_type = not wants and name[:1].isupper() and group not in ("type", None)
+    not_home = fold_name(PurePosixPath(row["path"]).stem) != fold_name(name)
+    return (bool(role), wrong_kind, *quality, not_type, not_home, row["path"], row["start_line"])
+
+
+_RANK_KEY = 6  # the part of a definition's rank key that comes before the search's score
+
+
+def definitions_first(scores: dict[tuple, float], defined: list[tuple], limit: int) -> tuple[dict[tuple, float], set]:
+    """Scores with a name query's definitions (``(rank key, key)``) above every other match, in rank order (ties:
+    the search's own order), at most ``limit`` of them."""
+    if not defined:
+        return scores, set()
+    defined.sort(key=lambda item: (item[0][:_RANK_KEY], -scores.get(item[1], 0.0), item[0][_RANK_KEY:]))
+    chosen = list(dict.fromkeys(key for _rank, key in defined))[:limit]
+    top = max(scores.values(), default=0.0) or 1.0
+    out = dict(scores)
+    for n, key in enumerate(chosen):
+        out[key] = top * (2.0 - n / (2 * limit))  # above top, in order
+    return out, set(chosen)
+
+
+def _name_quality(parts: tuple[str, ...], row: dict) -> tuple[int, int] | None:
+    """How well a chunk's symbol names ``parts``: (unmatched qualifiers, 0 for the case as written or 1 for a case
+    or separator variant), or None when no symbol of the chunk ends in the name. A variant counts only when the
+    query is all lower case (``opendataset``) or the two start with the same case (``HttpServer``, ``HTTPServer``)."""
+    from localidx.retrieve.transforms import fold_name, name_parts
+
+    best = None
+    path = fold_name(row["path"])
+    caseless = parts[-1] == parts[-1].lower()
+    for symbol in (row["symbol"] or "").split(", "):
+        have = name_parts(symbol)
+        if not have:
+            continue
+        for folded in (False, True):
+            norm = fold_name if folded else (lambda text: text)
+            if norm(have[-1]) != norm(parts[-1]):
+                continue
+            if folded and not caseless and have[-1].lstrip("_$")[:1].isupper() != parts[-1].lstrip("_$")[:1].isupper():
+                break
+            matched = 1
+            while matched < len(parts) and matched < len(have) and \
+                    norm(have[-1 - matched]) == norm(parts[-1 - matched]):
+                matched += 1
+            # Qualifiers beyond the symbol's own may name its module: found in the path, they count as matched.
+            missing = sum(1 for part in parts[:len(parts) - matched] if fold_name(part) not in path)
+            quality = (missing, int(folded))
+            best = quality if best is None or quality < best else best
+            break
+    return best
+
+
+def _kind_group(kind: str) -> str | None:
+    if kind == "group":
+        return None
+    if kind in ("function", "method", "constructor", "macro"):
+        return "function"
+    if kind in ("constant", "variable", "field", "property"):
+        return "value"
+    return "type"
