@@ -19,17 +19,22 @@ figures and the command).
 
 from __future__ import annotations
 
+import bisect
+import math
 import re
 from functools import lru_cache
 from pathlib import PurePosixPath
 
 # A question's factor for a chunk of a file of each role (``transforms.path_role``) it does not ask for; a role not
-# listed counts search's ROLE_FACTOR.
+# listed counts DEFAULT_ROLE_FACTOR.
 QUESTION_ROLE_FACTORS: dict[str, float] = {}
-PATH_WEIGHT = 1.0  # of the best score, times the share of the question's words the path names
-COHERENCE = 0.2  # of the best score, times the file's summed score over the best file's
+DEFAULT_ROLE_FACTOR = 0.5
+PATH_WEIGHT = 1.5  # of the best score, times the share of the question's words the path names
+COHERENCE = 0.4
+COHERENCE_DEPTH = 0  # of the best score, times the file's summed score over the best file's
 FILE_DECAY = 0.5  # a file's n-th best chunk counts this to the power n-1
 MIN_PREFIX = 4  # a word and a path word match when the shorter (at least this long) begins the longer
+UNNAMED_WEIGHT = 0.5  # a question's word that no path names, in the share's whole (see path_evidence)
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 
@@ -67,48 +72,91 @@ def path_words(path: str) -> frozenset[str]:
     return frozenset(w for w in words if len(w) >= 2)
 
 
-def _same_word(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    return len(short) >= MIN_PREFIX and long_.startswith(short)
+class PathIndex:
+    """The words of every indexed file's path (``path_words``), to find the files a question's words name and how
+    many files each word names."""
+
+    def __init__(self, paths):
+        self.count = 0
+        self._files: dict[str, set[str]] = {}
+        for path in paths:
+            self.count += 1
+            for word in path_words(path):
+                self._files.setdefault(word, set()).add(path)
+        self._vocabulary = sorted(self._files)
+
+    def files(self, word: str) -> set[str]:
+        """The files whose path words match ``word``: the same word, or one that begins the other when the shorter
+        has at least ``MIN_PREFIX`` letters ("render" and "rendering", "handler" and "handlers")."""
+        found = set(self._files.get(word, ()))
+        if len(word) >= MIN_PREFIX:
+            at = bisect.bisect_left(self._vocabulary, word)
+            while at < len(self._vocabulary) and self._vocabulary[at].startswith(word):
+                found |= self._files[self._vocabulary[at]]
+                at += 1
+            for end in range(MIN_PREFIX, len(word)):
+                found |= self._files.get(word[:end], set())
+        return found
 
 
-def path_share(words: frozenset[str], path: str) -> float:
-    """The share of ``words`` that ``path`` names (0 when none)."""
-    if not words:
-        return 0.0
-    names = path_words(path)
-    hits = sum(1 for w in words if w in names or any(_same_word(w, n) for n in names))
-    return hits / len(words)
+def path_evidence(words: frozenset[str], index: PathIndex) -> dict[str, float]:
+    """The files a question's ``words`` name, each with the share of the question it names, in (0, 1].
+
+    A word counts by how few files it names (``log(1 + files / named)``): ``tex`` naming one file of a thousand is
+    strong evidence, ``string`` naming every file under ``strings/`` is weak. A word no path names counts
+    ``UNNAMED_WEIGHT`` times the largest weight a word can have: the question asks for it, and no file is named by it."""
+    if not words or not index.count:
+        return {}
+    weights: dict[str, float] = {}
+    named: dict[str, list[str]] = {}
+    for word in sorted(words):
+        files = index.files(word)
+        if files:
+            weights[word] = math.log(1.0 + index.count / len(files))
+            for path in files:
+                named.setdefault(path, []).append(word)
+    if not named:
+        return {}
+    unnamed = len(words) - len(weights)
+    total = sum(weights.values()) + unnamed * UNNAMED_WEIGHT * math.log(1.0 + index.count)
+    return {path: sum(weights[w] for w in found) / total for path, found in named.items()}
 
 
-def rank_question(scores: dict, rows: dict, query: str) -> dict:
-    """The question's scores after path evidence, file coherence and diversity (keys: (source label, chunk id))."""
+def role_factor(row: dict, wanted_roles: frozenset) -> float:
+    """What a question's chunk of ``row``'s file counts: 1 for code, less for a test, doc, example, built copy or
+    config file unless the question asks for that kind (``QUESTION_ROLE_FACTORS``)."""
+    from localidx.retrieve.transforms import path_role
+
+    role = path_role(row["path"], row.get("language") or "")
+    if not role or role in wanted_roles:
+        return 1.0
+    return QUESTION_ROLE_FACTORS.get(role, DEFAULT_ROLE_FACTOR)
+
+
+def rank_question(scores: dict, rows: dict, evidence: dict, wanted_roles: frozenset) -> dict:
+    """A question's scores (after ``role_factor``) with path evidence, file coherence and diversity. Keys are
+    (source label, chunk id); ``evidence``: (source label, path) -> the share of the question the path names
+    (``path_evidence``)."""
     if not scores:
         return scores
     top = max(scores.values()) or 1.0
     out = dict(scores)
-    words = question_words(query)
-    if PATH_WEIGHT and words:
-        shares: dict[str, float] = {}
-        for key in out:
-            path = rows[key]["path"]
-            if path not in shares:
-                shares[path] = path_share(words, path)
-            if shares[path]:
-                out[key] += PATH_WEIGHT * top * shares[path]
     if COHERENCE:
-        sums: dict[tuple, float] = {}
-        best: dict[tuple, tuple] = {}
+        by_file: dict[tuple, list[tuple]] = {}
         for key, value in out.items():
-            file = (key[0], rows[key]["path"])
-            sums[file] = sums.get(file, 0.0) + value
-            if file not in best or value > out[best[file]]:
-                best[file] = key
+            by_file.setdefault((key[0], rows[key]["path"]), []).append((value, key))
+        sums: dict[tuple, float] = {}
+        for file, found in by_file.items():
+            found.sort(key=lambda item: -item[0])
+            sums[file] = sum(value for value, _key in found)
         most = max(sums.values()) or 1.0
-        for file, key in best.items():
-            out[key] += COHERENCE * top * sums[file] / most
+        for file, found in by_file.items():
+            out[found[0][1]] += COHERENCE * top * sums[file] / most
+    if PATH_WEIGHT and evidence:
+        for key in out:
+            share = evidence.get((key[0], rows[key]["path"]))
+            if share:
+                out[key] += PATH_WEIGHT * top * share * role_factor(rows[key], wanted_roles)
     if FILE_DECAY < 1.0:
         seen: dict[tuple, int] = {}
         for key in sorted(out, key=lambda key: -out[key]):

@@ -45,7 +45,8 @@ from localidx.errors import UsageError
 from localidx.errors import IndexNotReady
 import localidx.retrieve.fusion as _fusion
 from localidx.retrieve.guard import limit_query, require_words
-from localidx.retrieve.ranking import QUESTION_ROLE_FACTORS, definition_rank, definitions_first, rank_question
+from localidx.retrieve.ranking import (PathIndex, definition_rank, definitions_first, path_evidence,
+                                       question_words, rank_question, role_factor)
 from localidx.retrieve.transforms import NameQuery, fold_name, name_query, path_role
 from localidx.text import valid_text
 
@@ -259,14 +260,23 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
                 key = (label, chunk_id)
                 rows.setdefault(key, row)
                 scores[key] = scores.get(key, 0.0) + FRAME_WEIGHT * value
+    evidence: dict[tuple, float] = {}
+    if not plan.report and mode != "vector":
+        words = question_words(query)
+        for label, index, table in sources:
+            named = path_evidence(words, reading(index.paths, lambda: _path_index(index, table))) if words else {}
+            evidence.update(((label, path), share) for path, share in named.items())
     for key in scores:
-        role = path_role(rows[key]["path"], rows[key]["language"] or "")
-        if role and role not in plan.wanted_roles:
-            scores[key] *= REPORT_ROLE_FACTOR if plan.report else QUESTION_ROLE_FACTORS.get(role, ROLE_FACTOR)
+        if plan.report:
+            role = path_role(rows[key]["path"], rows[key]["language"] or "")
+            if role and role not in plan.wanted_roles:
+                scores[key] *= REPORT_ROLE_FACTOR
+        else:
+            scores[key] *= role_factor(rows[key], plan.wanted_roles)
     if plan.report:
         scores = _with_file_depth(_with_file_support(scores, rows), rows)
     elif mode != "vector":
-        scores = rank_question(scores, rows, query)
+        scores = rank_question(scores, rows, evidence, plan.wanted_roles)
     names = None if plan.report else name_query(query)
     definitions: set[tuple] = set()
     if names is not None:
@@ -288,13 +298,17 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
         reading(index.paths, lambda: _materialise(table, [rows[key] for key in best if key[0] == label], rows, label))
     best = [key for key in best if "text" in rows[key]]  # a row gone from the pinned version cannot be: kept safe
     staleness = {label: Staleness(index) for label, index in indexes.items()}
+    # A hybrid search whose words the index holds is a real question: what its vector arm ranks among the words'
+    # matches answers it too (a file about "conversion failures" need not use those words). The floor is for the
+    # query none of whose words is indexed (nonsense, a typo), where the vector arm alone would answer anything.
+    words_found = mode == "hybrid" and bool(bm25)
     found = []
     for key in best:
         match = match_from_row(rows[key], scores[key], vector.get(key), bm25.get(key), staleness[key[0]],
                                definition=key in definitions)
         _rate(match, vector_raw.get(key),
               key in bm25 or key in definitions or (key not in vector_raw and mode != "vector"),
-              similarity_floor(indexes[key[0]]))
+              float("-inf") if words_found else similarity_floor(indexes[key[0]]))
         found.append((key[0], match))
     return found
 
@@ -538,6 +552,21 @@ def _materialise(table, candidates: list[dict], rows: dict, label) -> None:
     if wanted:
         for row in table.take_row_ids(wanted).select(COLUMNS).to_list():
             rows[(label, row["id"])] = row
+
+
+_PATH_INDEXES: dict[tuple, PathIndex] = {}  # (index root, table name, table version) -> its files' path words
+
+
+def _path_index(index, table) -> PathIndex:
+    """The path words of the files ``index`` holds, built once per table version."""
+    key = (str(index.paths.root), getattr(index.store, "table_name", ""), table.version)
+    found = _PATH_INDEXES.get(key)
+    if found is None:
+        found = PathIndex(index.catalog.paths())
+        if len(_PATH_INDEXES) >= 8:
+            _PATH_INDEXES.pop(next(iter(_PATH_INDEXES)))
+        _PATH_INDEXES[key] = found
+    return found
 
 
 def _frame_arm(index, table, frames, where: str | None) -> dict[str, tuple[float, dict]]:
