@@ -33,6 +33,10 @@ PATH_WEIGHT = 1.5  # of the best score, times the share of the question's words 
 COHERENCE = 0.4
 COHERENCE_DEPTH = 0  # of the best score, times the file's summed score over the best file's
 FILE_DECAY = 0.5  # a file's n-th best chunk counts this to the power n-1
+MENTION_WEIGHT = 1.0  # of the best score, for the definition of a name the question writes as code
+MENTION_DECAY = 0.5  # the n-th further definition of that name counts this to the power n
+MENTIONED_DEFINITIONS = 3  # definitions of one mentioned name that gain
+MAX_MENTIONED = 3  # names of a question looked up
 MIN_PREFIX = 4  # a word and a path word match when the shorter (at least this long) begins the longer
 UNNAMED_WEIGHT = 0.5  # a question's word that no path names, in the share's whole (see path_evidence)
 
@@ -133,14 +137,46 @@ def role_factor(row: dict, wanted_roles: frozenset) -> float:
     return QUESTION_ROLE_FACTORS.get(role, DEFAULT_ROLE_FACTOR)
 
 
-def rank_question(scores: dict, rows: dict, evidence: dict, wanted_roles: frozenset) -> dict:
-    """A question's scores (after ``role_factor``) with path evidence, file coherence and diversity. Keys are
-    (source label, chunk id); ``evidence``: (source label, path) -> the share of the question the path names
-    (``path_evidence``)."""
+def mentioned_names(query: str) -> list[tuple[str, ...]]:
+    """The names a question writes as code (``ZodObject``, ``res.sendFile``, ``absl::string_view``), as name parts,
+    at most ``MAX_MENTIONED``."""
+    from localidx.retrieve.transforms import analyze, name_parts
+
+    out = []
+    for ident in analyze(query).identifiers:
+        parts = name_parts(ident)
+        if parts and parts not in out:
+            out.append(parts)
+    return out[:MAX_MENTIONED]
+
+
+def mentioned_weights(mentioned: list[list[tuple]], scores: dict) -> dict:
+    """For each name a question mentions (its definitions as ``(rank key, key)``, see ``definition_rank``), its
+    best definitions: key -> weight, 1 for the first, ``MENTION_DECAY`` ** n for the n-th after it, at most
+    ``MENTIONED_DEFINITIONS`` per name."""
+    weights: dict = {}
+    for defined in mentioned:
+        defined = sorted(defined, key=lambda item: (item[0][:_RANK_KEY], -scores.get(item[1], 0.0),
+                                                     item[0][_RANK_KEY:]))
+        chosen = list(dict.fromkeys(key for _rank, key in defined))[:MENTIONED_DEFINITIONS]
+        for n, key in enumerate(chosen):
+            weights[key] = max(weights.get(key, 0.0), MENTION_DECAY ** n)
+    return weights
+
+
+def rank_question(scores: dict, rows: dict, evidence: dict, wanted_roles: frozenset,
+                  mentioned: list[list[tuple]] = ()) -> dict:
+    """A question's scores (after ``role_factor``) with the definitions of the names it mentions, path evidence,
+    file coherence and diversity. Keys are (source label, chunk id); ``evidence``: (source label, path) -> the
+    share of the question the path names (``path_evidence``); ``mentioned``: for each name the question writes as
+    code, its definitions as ``(rank key, key)``."""
     if not scores:
         return scores
     top = max(scores.values()) or 1.0
     out = dict(scores)
+    if MENTION_WEIGHT and mentioned:
+        for key, weight in mentioned_weights(mentioned, scores).items():
+            out[key] += MENTION_WEIGHT * top * weight * role_factor(rows[key], wanted_roles)
     if COHERENCE:
         by_file: dict[tuple, list[tuple]] = {}
         for key, value in out.items():

@@ -45,8 +45,8 @@ from localidx.errors import UsageError
 from localidx.errors import IndexNotReady
 import localidx.retrieve.fusion as _fusion
 from localidx.retrieve.guard import limit_query, require_words
-from localidx.retrieve.ranking import (PathIndex, definition_rank, definitions_first, path_evidence,
-                                       question_words, rank_question, role_factor)
+from localidx.retrieve.ranking import (PathIndex, definition_rank, definitions_first, mentioned_names,
+                                       path_evidence, question_words, rank_question, role_factor)
 from localidx.retrieve.transforms import NameQuery, fold_name, name_query, path_role
 from localidx.text import valid_text
 
@@ -273,11 +273,22 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
                 scores[key] *= REPORT_ROLE_FACTOR
         else:
             scores[key] *= role_factor(rows[key], plan.wanted_roles)
+    names = None if plan.report else name_query(query)
     if plan.report:
         scores = _with_file_depth(_with_file_support(scores, rows), rows)
     elif mode != "vector":
-        scores = rank_question(scores, rows, evidence, plan.wanted_roles)
-    names = None if plan.report else name_query(query)
+        mentioned: list[list[tuple]] = []
+        for parts in [] if names is not None else mentioned_names(query):
+            defined = []
+            for label, index, table in sources:
+                for rank, row in reading(index.paths, lambda: _definition_arm(table, NameQuery((parts,)), where)):
+                    key = (label, row["id"])
+                    if key not in rows:
+                        rows[key] = row
+                        scores[key] = 0.0  # the definition of a name the question uses is a candidate
+                    defined.append((rank, key))
+            mentioned.append(defined)
+        scores = rank_question(scores, rows, evidence, plan.wanted_roles, mentioned)
     definitions: set[tuple] = set()
     if names is not None:
         defined: list[tuple] = []
