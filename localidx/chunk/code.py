@@ -29,6 +29,9 @@ from localidx.parse import ParsedFile, Symbol
 from localidx.records import Chunk
 
 GROUP = "group"  # the kind of a merged chunk whose symbols are of different kinds
+# The most of the budget that the end of a long leading comment may take in the part that holds the declaration it
+# documents; the rest of the comment is a chunk of its own (``_leading_comment``).
+HEAD_SHARE = 0.5
 
 
 @dataclass
@@ -194,6 +197,14 @@ class _CodeChunker:
             self.chunks.append(base)
             return first_index
         preferred = self._preferred_cuts(group, numbers)  # only for a group that is cut: it reads the tree
+        head = self._leading_comment(group, text_lines, numbers)
+        if head:
+            # The comment above a definition is too long to share a part with the line that names it: its head is
+            # a chunk of its own, so that the definition's first part holds its declaration.
+            self._emit_head(group, text_lines[:head], numbers[:head], parent_chunk, depth)
+            first_index = len(self.chunks)
+            text_lines, numbers = text_lines[head:], numbers[head:]
+            preferred = {i - head for i in preferred if i > head}
         parts = split_lines(text_lines, self.settings.max_tokens, self.settings.overlap_lines, preferred)
         for k, part in enumerate(parts):
             chunk = _copy(base)
@@ -206,6 +217,44 @@ class _CodeChunker:
             chunk.parent_index = parent_chunk
             self.chunks.append(chunk)
         return first_index
+
+    def _leading_comment(self, group: list[_Unit], text_lines: list[str], numbers: Sequence[int]) -> int:
+        """How many of the text lines of an oversize group go to a chunk of their own before it: 0, unless the
+        group is one symbol whose leading comment and declaration line cannot share a part. Then the comment's
+        last lines stay with the declaration while they take at most ``HEAD_SHARE`` of the budget."""
+        if len(group) != 1 or group[0].symbol is None:
+            return 0
+        name_line = self.symbols[group[0].symbol].name_line
+        at = next((i for i, n in enumerate(numbers) if n >= name_line), 0)
+        if at == 0:
+            return 0
+        budget = int(self.settings.max_tokens * HEAD_SHARE)
+        if tokens.fits("\n".join(text_lines[: at + 1]), budget):
+            return 0
+        cut = at
+        while cut > 0 and tokens.fits("\n".join(text_lines[cut - 1 : at + 1]), budget):
+            cut -= 1
+        while cut > 0 and not text_lines[cut - 1].strip():
+            cut -= 1
+        return cut
+
+    def _emit_head(self, group: list[_Unit], text_lines: list[str], numbers: Sequence[int], parent_chunk: int | None,
+                   depth: int) -> None:
+        """The head of a long leading comment: chunks with no symbol (not a definition), split if it is over the
+        budget."""
+        sym = self.symbols[group[0].symbol]
+        base = Chunk(path=self.path, language=self.parsed.language, kind="module", start_line=numbers[0],
+                     end_line=numbers[-1], text="", level=depth, title=f"comment above {sym.kind} {sym.qualified}")
+        parts = split_lines(list(text_lines), self.settings.max_tokens, self.settings.overlap_lines)
+        for k, part in enumerate(parts):
+            chunk = _copy(base)
+            chunk.text = part.text
+            chunk.start_line = numbers[part.start]
+            chunk.end_line = numbers[part.end - 1]
+            chunk.chunk_index = k
+            chunk.overlap_lines = part.overlap
+            chunk.parent_index = parent_chunk
+            self.chunks.append(chunk)
 
     def _preferred_cuts(self, group: list[_Unit], numbers: Sequence[int]) -> set[int]:
         good_lines: set[int] = set()

@@ -30,9 +30,10 @@ from pathlib import PurePosixPath
 QUESTION_ROLE_FACTORS: dict[str, float] = {}
 DEFAULT_ROLE_FACTOR = 0.5
 PATH_WEIGHT = 1.5  # of the best score, times the share of the question's words the path names
-COHERENCE = 0.4
-COHERENCE_DEPTH = 0  # of the best score, times the file's summed score over the best file's
+COHERENCE = 0.4  # of the best score, times the file's summed score over the best file's
 FILE_DECAY = 0.5  # a file's n-th best chunk counts this to the power n-1
+PHRASE_WEIGHT = 0.5  # of the best score, times the share of the question's word pairs a chunk holds in order
+PHRASE_DEPTH = 40  # the best candidates whose text is read for it
 MENTION_WEIGHT = 1.0  # of the best score, for the definition of a name the question writes as code
 MENTION_DECAY = 0.5  # the n-th further definition of that name counts this to the power n
 MENTIONED_DEFINITIONS = 3  # definitions of one mentioned name that gain
@@ -137,6 +138,21 @@ def role_factor(row: dict, wanted_roles: frozenset) -> float:
     return QUESTION_ROLE_FACTORS.get(role, DEFAULT_ROLE_FACTOR)
 
 
+_PHRASE_WORD = re.compile(r"[a-z0-9]+")
+
+
+def phrase_share(query: str, text: str) -> float:
+    """The share of the question's consecutive word pairs that the text holds in the same order (lower case,
+    punctuation aside): a sentence taken from a doc comment or a message finds where it is written."""
+    words = _PHRASE_WORD.findall(query.lower())
+    stop = _english()
+    pairs = {(a, b) for a, b in zip(words, words[1:]) if not (a in stop and b in stop)}  # not "of the"
+    if not pairs:
+        return 0.0
+    found = _PHRASE_WORD.findall(text.lower())
+    return len(pairs & set(zip(found, found[1:]))) / len(pairs)
+
+
 def mentioned_names(query: str) -> list[tuple[str, ...]]:
     """The names a question writes as code (``ZodObject``, ``res.sendFile``, ``absl::string_view``), as name parts,
     at most ``MAX_MENTIONED``."""
@@ -165,7 +181,7 @@ def mentioned_weights(mentioned: list[list[tuple]], scores: dict) -> dict:
 
 
 def rank_question(scores: dict, rows: dict, evidence: dict, wanted_roles: frozenset,
-                  mentioned: list[list[tuple]] = ()) -> dict:
+                  mentioned: list[list[tuple]] = (), phrases: dict | None = None) -> dict:
     """A question's scores (after ``role_factor``) with the definitions of the names it mentions, path evidence,
     file coherence and diversity. Keys are (source label, chunk id); ``evidence``: (source label, path) -> the
     share of the question the path names (``path_evidence``); ``mentioned``: for each name the question writes as
@@ -174,6 +190,9 @@ def rank_question(scores: dict, rows: dict, evidence: dict, wanted_roles: frozen
         return scores
     top = max(scores.values()) or 1.0
     out = dict(scores)
+    if PHRASE_WEIGHT and phrases:
+        for key, share in phrases.items():
+            out[key] += PHRASE_WEIGHT * top * share * role_factor(rows[key], wanted_roles)
     if MENTION_WEIGHT and mentioned:
         for key, weight in mentioned_weights(mentioned, scores).items():
             out[key] += MENTION_WEIGHT * top * weight * role_factor(rows[key], wanted_roles)
@@ -214,8 +233,9 @@ def definition_rank(parts: tuple[str, ...], wants: str, row: dict) -> tuple | No
     components may name the module's path instead: ``httpx.Client``); the case as written before a case or
     separator variant; for a capitalised name without a keyword, a type before a function of that name (a class
     before its constructor, ``type Engine`` before a method ``Engine()``); the file named for the name before the
-    others (``SqlMapper.cs`` before ``SqlMapper.Cache.cs``, parts of one partial class). Then the search's own
-    score decides, then the path and line. A variant of another case that starts differently (``into_response``
+    others (``SqlMapper.cs`` before ``SqlMapper.Cache.cs``, parts of one partial class); a parsed symbol before a
+    declaration found in text (``declaration_rank``). Then the search's own score decides, then the path and
+    line. A variant of another case that starts differently (``into_response``
     for ``IntoResponse``) names something else and is no definition of it."""
     from localidx.retrieve.transforms import fold_name, path_role
 
@@ -229,10 +249,39 @@ def definition_rank(parts: tuple[str, ...], wants: str, row: dict) -> tuple | No
     name = parts[-1]
     not_type = not wants and name[:1].isupper() and group not in ("type", None)
     not_home = fold_name(PurePosixPath(row["path"]).stem) != fold_name(name)
-    return (bool(role), wrong_kind, *quality, not_type, not_home, row["path"], row["start_line"])
+    return (bool(role), wrong_kind, *quality, not_type, not_home, False, row["path"], row["start_line"])
 
 
-_RANK_KEY = 6  # the part of a definition's rank key that comes before the search's score
+@lru_cache(maxsize=256)
+def _declaration(name: str) -> re.Pattern:
+    from localidx.retrieve.transforms import data
+
+    escaped = re.escape(name)
+    return re.compile("|".join(f"(?:{form.replace('{name}', escaped)})" for form in data().declaration_forms),
+                      re.MULTILINE)
+
+
+def declaration_rank(parts: tuple[str, ...], wants: str, row: dict) -> tuple | None:
+    """The rank key (as ``definition_rank``'s) of a chunk whose text declares the name ``parts`` in one of the
+    forms of ``query.toml``'s ``declaration_forms`` (``open class Session``, ``pub fn parse``, ``type Produced =``),
+    or None when it does not: the declarations no parser found (text no grammar reads, a C++ class in a header read
+    as C, a TypeScript type alias) are definitions too."""
+    from localidx.retrieve.transforms import fold_name, path_role
+
+    found = _declaration(parts[-1]).search(row.get("text") or "")
+    if found is None:
+        return None
+    group = "function" if any(word in _FUNCTION_WORDS for word in found.group(0).split()) else "type"
+    role = path_role(row["path"], row["language"] or "")
+    name = parts[-1]
+    not_type = not wants and name[:1].isupper() and group == "function"
+    wrong_kind = bool(wants) and wants != group
+    not_home = fold_name(PurePosixPath(row["path"]).stem) != fold_name(name)
+    return (bool(role), wrong_kind, 0, 0, not_type, not_home, True, row["path"], row["start_line"])
+
+
+_FUNCTION_WORDS = frozenset(("def", "defp", "defmacro", "fn", "func", "function", "fun", "sub", "proc", "macro"))
+_RANK_KEY = 7  # the part of a definition's rank key that comes before the search's score
 
 
 def definitions_first(scores: dict[tuple, float], defined: list[tuple], limit: int) -> tuple[dict[tuple, float], set]:

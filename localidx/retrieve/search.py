@@ -44,8 +44,9 @@ from localidx.embed.names import STATIC_MODEL, TRANSFORMER_MODEL
 from localidx.errors import UsageError
 from localidx.errors import IndexNotReady
 import localidx.retrieve.fusion as _fusion
+import localidx.retrieve.ranking as ranking
 from localidx.retrieve.guard import limit_query, require_words
-from localidx.retrieve.ranking import (PathIndex, definition_rank, definitions_first, mentioned_names,
+from localidx.retrieve.ranking import (PathIndex, declaration_rank, definition_rank, definitions_first, mentioned_names,
                                        path_evidence, question_words, rank_question, role_factor)
 from localidx.retrieve.transforms import NameQuery, fold_name, name_query, path_role
 from localidx.text import valid_text
@@ -288,7 +289,15 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
                         scores[key] = 0.0  # the definition of a name the question uses is a candidate
                     defined.append((rank, key))
             mentioned.append(defined)
-        scores = rank_question(scores, rows, evidence, plan.wanted_roles, mentioned)
+        phrases: dict[tuple, float] = {}
+        if ranking.PHRASE_WEIGHT and len(query.split()) >= 3:
+            head = sorted(scores, key=lambda key: -scores[key])[:ranking.PHRASE_DEPTH]
+            for label, index, table in sources:
+                reading(index.paths, lambda: _materialise(table, [rows[key] for key in head if key[0] == label],
+                                                          rows, label))
+            phrases = {key: share for key in head if "text" in rows[key]
+                       and (share := ranking.phrase_share(query, rows[key]["text"]))}
+        scores = rank_question(scores, rows, evidence, plan.wanted_roles, mentioned, phrases)
     definitions: set[tuple] = set()
     if names is not None:
         defined: list[tuple] = []
@@ -307,7 +316,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     for label in dict.fromkeys(key[0] for key in best):
         index, table = tables[label]
         reading(index.paths, lambda: _materialise(table, [rows[key] for key in best if key[0] == label], rows, label))
-    best = [key for key in best if "text" in rows[key]]  # a row gone from the pinned version cannot be: kept safe
+    best = [key for key in best if "file_hash" in rows[key]]  # a row gone from the pinned version cannot be: kept safe
     staleness = {label: Staleness(index) for label, index in indexes.items()}
     # A hybrid search whose words the index holds is a real question: what its vector arm ranks among the words'
     # matches answers it too (a file about "conversion failures" need not use those words). The floor is for the
@@ -462,14 +471,46 @@ def _definition_arm(table, names: NameQuery, where: str | None) -> list[tuple[tu
                   f" AND kind NOT IN ({skip})")
         rows = table.search().where(f"({where}) AND {clause}" if where else clause) \
             .select([*CANDIDATE_COLUMNS, "symbol", "kind"]).with_row_id(True).limit(10_000).to_list()
+        parsed = set()
         for row in rows:
             rank = definition_rank(parts, names.wants, row)
             if rank is None:
                 continue
+            parsed.add(row["id"])
             symbol_key = (row["path"], row["symbol"])
             if symbol_key not in found or rank < found[symbol_key][0]:
                 found[symbol_key] = (rank, row)
+        for row in _declaration_rows(table, parts[-1], where):
+            rank = declaration_rank(parts, names.wants, row) if row["id"] not in parsed else None
+            if rank is not None:
+                found[(row["path"], row["id"])] = (rank, row)
     return list(found.values())
+
+
+DECLARATION_ROWS = 200  # chunks a name's keyword search reads for a declaration in their text
+
+
+def _declaration_rows(table, name: str, where: str | None) -> list[dict]:
+    """The chunks BM25 finds for ``name``, with their text (``ranking.declaration_rank`` reads it)."""
+    from lancedb.query import MatchQuery
+
+    from localidx.store.lance import FTS_COLUMN
+
+    text = bm25_query_text(name)
+    if not text:
+        return []
+    try:
+        builder = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
+        if where:
+            builder = builder.where(where, prefilter=True)
+        return builder.select([*CANDIDATE_COLUMNS, "symbol", "kind", "text", "_score"]).with_row_id(True) \
+            .limit(DECLARATION_ROWS).to_list()
+    except Exception as exc:  # noqa: BLE001 - the name lookup is an extra; the search has its answer
+        from localidx.store.index import storage_error
+
+        if storage_error(exc) is not None:
+            raise
+        return []
 
 
 def _with_file_support(scores: dict[tuple, float], rows: dict[tuple, dict]) -> dict[tuple, float]:
@@ -559,7 +600,7 @@ def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool) 
 def _materialise(table, candidates: list[dict], rows: dict, label) -> None:
     """Replace the candidate rows (``CANDIDATE_COLUMNS`` and ``_rowid``) by full rows (``COLUMNS``) of the same pinned
     table version, taken by row id."""
-    wanted = [row["_rowid"] for row in candidates if "text" not in row]
+    wanted = [row["_rowid"] for row in candidates if "file_hash" not in row]
     if wanted:
         for row in table.take_row_ids(wanted).select(COLUMNS).to_list():
             rows[(label, row["id"])] = row

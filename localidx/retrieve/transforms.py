@@ -44,6 +44,7 @@ class QueryData:
     english: frozenset[str]
     name_keywords: dict[str, str]  # "class" -> "type", "def" -> "function", "const" -> "value"
     non_definition_kinds: frozenset[str]
+    declaration_forms: tuple[str, ...]  # regular expressions with {name} (see query.toml)
 
 
 @lru_cache(maxsize=1)
@@ -65,6 +66,11 @@ def data() -> QueryData:
         name_keywords={word: group for group in ("type", "function", "value")
                        for word in raw[f"{group}_keywords"]},
         non_definition_kinds=frozenset(raw["non_definition_kinds"]),
+        declaration_forms=tuple(
+            form.replace("{keywords}", "|".join(raw["declaration_keywords"]))
+            .replace("{value_keywords}", "|".join(raw["declaration_value_keywords"]))
+            .replace("{modifiers}", "|".join(raw["declaration_modifiers"]))
+            for form in raw["declaration_forms"]),
     )
 
 
