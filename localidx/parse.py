@@ -5,8 +5,9 @@ from captures in ``languages/queries/<lang>-*.scm``; this module names no gramma
 
 - ``@definition.<kind>`` with ``@name`` (and optional ``@body``, ``@doc``) — a symbol; kinds outside ``SYMBOL_KINDS``
   are ignored. A function nested directly in a class-like symbol becomes a ``method``.
-- ``@doc`` (and ``@decorator``) before a definition, in its pattern — doc comments and attributes; only the run
-  adjacent to the definition is kept, and the symbol then starts at the first of them so they travel with it.
+- ``@doc`` (and ``@decorator``, ``@leading``) before a definition, in its pattern — doc comments, attributes and other
+  lines that belong to it (a separate type signature); only the run adjacent to the definition is kept, and the
+  symbol then starts at the first of them so they travel with it.
 - ``@reference.call`` with ``@name`` — a call, attributed to the innermost symbol around it.
 - ``@import``, ``@decorator``, ``@doc.module`` — file and symbol facts for [META].
 - ``@route`` with ``@route.path`` (and optional ``@route.verb``, ``@route.method``, ``@route.handler``) — an HTTP
@@ -38,13 +39,16 @@ HTTP_METHODS = frozenset(("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTI
 # Route verbs across frameworks: GetMapping (Spring), HttpGet (ASP.NET), MapGet (minimal APIs), HandleFunc (Go).
 _VERB_AFFIXES = re.compile(r"^(?:http|map)(?=[A-Z])|(?:mapping|func|handler)$", re.IGNORECASE)
 
-_DOC_MARKERS = re.compile(r"^\s*(?:=begin|=end|///?!?|/\*\*?|\*/|\*|#+|--|%)\s?", re.MULTILINE)
+# Comment markers at a line's start: `///`, `/**`, `#`, `%`, `--` (with Haddock's `-- |` and `-- ^`, LuaDoc's `---`),
+# `{-` and `(**` that open block comments, `<#` and `#>` of PowerShell's, `=begin`/`=end` of Ruby's.
+_DOC_MARKERS = re.compile(r"^\s*(?:=begin|=end|///?!?|/\*\*?|\*/|\*|<#|#>|#+|--+(?:\s?[|^])?|\{-+\s?\|?|\(\*\*?|%)\s?",
+                          re.MULTILINE)
 _XML_DOC_TAGS = re.compile(
     r"</?(?:summary|remarks|returns|param|paramref|typeparam|typeparamref|see|seealso|para|c|code|example|exception|"
     r"value|inheritdoc|list|item|description|term)\b[^>]*>"
 )
 _METHOD_IN_PATH = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS)\s+(?=/)")
-_DOC_TAIL = re.compile(r"\s*\*/\s*$")
+_DOC_TAIL = re.compile(r"\s*(?:\*/|\*\)|-\}|#>)\s*$")
 _QUOTES = re.compile(r"""^(?:[rRbBuUfF]{0,2})('''|\"\"\"|'|\"|`)(.*)\1$""", re.DOTALL)
 
 
@@ -282,7 +286,7 @@ def _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes) -> None:
         sym.body_end_line = _end_line(body)
         sym.body_node = body
     sym.signature = _signature(data, name_node, body, node)
-    _attach_leading(sym, caps.get("doc", []), caps.get("decorator", []), node, data)
+    _attach_leading(sym, caps.get("doc", []), [*caps.get("decorator", []), *caps.get("leading", [])], node, data)
     twin = by_name_node.get(name_node.start_byte)
     if twin is None:
         if (node.start_byte, node.end_byte) in seen_nodes:
@@ -324,7 +328,7 @@ def _signature(data: bytes, name_node, body, node) -> str:
 
 
 def _attach_leading(sym: Symbol, doc_nodes, decorator_nodes, node, data: bytes) -> None:
-    """Give the symbol the doc comments (and decorators/attributes) written just above it.
+    """Give the symbol the doc comments (and decorators/attributes, or a type signature) written just above it.
 
     Only the run of such nodes that ends on the line just above the definition belongs to it; the symbol then starts
     at the first of them, so its comment and attributes travel with its chunk."""
