@@ -107,6 +107,16 @@ def _end_line(node) -> int:
     return max(node.start_point[0] + 1, row if col == 0 else row + 1)
 
 
+def _content_end_line(data: bytes, node) -> int:
+    """``_end_line`` of the node's text without trailing whitespace: some grammars end a definition where the next
+    one's indentation ends (tree-sitter-scala's expression bodies), which would make the two overlap."""
+    end = node.end_byte
+    if end <= node.start_byte or data[end - 1 : end] not in (b" ", b"\t", b"\n", b"\r"):
+        return _end_line(node)
+    content_end = len(data[node.start_byte : end].rstrip()) + node.start_byte
+    return max(node.start_point[0] + 1, node.end_point[0] + 1 - data.count(b"\n", content_end, end))
+
+
 def clean_doc(texts: str | list[str]) -> str:
     """Docstrings or doc comments without quotes, comment markers and XML doc tags, whitespace collapsed per
     paragraph; several comments (a run of ``//`` lines) are cleaned one by one and joined."""
@@ -278,12 +288,12 @@ def _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes) -> None:
         start_byte=node.start_byte,
         end_byte=node.end_byte,
         start_line=node.start_point[0] + 1,
-        end_line=_end_line(node),
+        end_line=_content_end_line(data, node),
         name_line=name_node.start_point[0] + 1,
     )
     if body is not None:
         sym.body_start_line = body.start_point[0] + 1
-        sym.body_end_line = _end_line(body)
+        sym.body_end_line = _content_end_line(data, body)
         sym.body_node = body
     sym.signature = _signature(data, name_node, body, node)
     _attach_leading(sym, caps.get("doc", []), [*caps.get("decorator", []), *caps.get("leading", [])], node, data)

@@ -132,7 +132,7 @@ def test_the_shipped_query_files_inherit_files_that_exist_and_share_them():
             for parent in m.group(1).split(","):
                 assert (queries / f"{parent.strip()}-{kind}").is_file(), (path.name, parent)
                 inherited.add(parent.strip())
-    assert inherited == {"ecma", "jsx", "c_family"}
+    assert inherited == {"ecma", "jsx", "c_family", "c"}
     # Each language's compiled query holds a shared pattern once: `new X()` is a call in JavaScript and TypeScript.
     for name in ("javascript", "typescript", "tsx"):
         assert LANGUAGES[name].query_source().count("(new_expression") == 1, name

@@ -30,59 +30,57 @@
 ; -- functions ------------------------------------------------------------------------------------------------------
 
 ; Functions and values of the module, a class or an instance; bindings in `where` and `let` stay inside their
-; function. For each of those three parents: an equation after its signature (and the signature's doc), the first
-; equation of the function; then any other equation, or a function without a signature.
+; function. An equation after its signature is the first equation of the function, and the signature starts it.
+; Each parent has a pattern with and without each of doc and signature (a `*` quantifier after a parent node misses
+; matches); parse() keeps one symbol per name, the widest, with the doc.
 
-(declarations
-  [(haddock) (comment)]* @doc
-  .
-  (signature) @leading
-  .
-  [
+(declarations [(haddock) (comment)]+ @doc . (signature) @leading . [
+    (function name: (variable) @name match: (_) @body)
+    (bind name: (variable) @name match: (_) @body)
+  ] @definition.function)
+(declarations (signature) @leading . [
+    (function name: (variable) @name match: (_) @body)
+    (bind name: (variable) @name match: (_) @body)
+  ] @definition.function)
+(declarations [(haddock) (comment)]+ @doc . [
+    (function name: (variable) @name match: (_) @body)
+    (bind name: (variable) @name match: (_) @body)
+  ] @definition.function)
+(declarations [
     (function name: (variable) @name match: (_) @body)
     (bind name: (variable) @name match: (_) @body)
   ] @definition.function)
 
-(declarations
-  [(haddock) (comment)]* @doc
-  .
-  [
+(class_declarations [(haddock) (comment)]+ @doc . (signature) @leading . [
+    (function name: (variable) @name match: (_) @body)
+    (bind name: (variable) @name match: (_) @body)
+  ] @definition.function)
+(class_declarations (signature) @leading . [
+    (function name: (variable) @name match: (_) @body)
+    (bind name: (variable) @name match: (_) @body)
+  ] @definition.function)
+(class_declarations [(haddock) (comment)]+ @doc . [
+    (function name: (variable) @name match: (_) @body)
+    (bind name: (variable) @name match: (_) @body)
+  ] @definition.function)
+(class_declarations [
     (function name: (variable) @name match: (_) @body)
     (bind name: (variable) @name match: (_) @body)
   ] @definition.function)
 
-(class_declarations
-  [(haddock) (comment)]* @doc
-  .
-  (signature) @leading
-  .
-  [
+(instance_declarations [(haddock) (comment)]+ @doc . (signature) @leading . [
     (function name: (variable) @name match: (_) @body)
     (bind name: (variable) @name match: (_) @body)
   ] @definition.function)
-
-(class_declarations
-  [(haddock) (comment)]* @doc
-  .
-  [
+(instance_declarations (signature) @leading . [
     (function name: (variable) @name match: (_) @body)
     (bind name: (variable) @name match: (_) @body)
   ] @definition.function)
-
-(instance_declarations
-  [(haddock) (comment)]* @doc
-  .
-  (signature) @leading
-  .
-  [
+(instance_declarations [(haddock) (comment)]+ @doc . [
     (function name: (variable) @name match: (_) @body)
     (bind name: (variable) @name match: (_) @body)
   ] @definition.function)
-
-(instance_declarations
-  [(haddock) (comment)]* @doc
-  .
-  [
+(instance_declarations [
     (function name: (variable) @name match: (_) @body)
     (bind name: (variable) @name match: (_) @body)
   ] @definition.function)
