@@ -184,9 +184,10 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
 
     try:
         tree = _parse_tree(spec, data, timeout_s)
+        query = spec.query()
     except ParseError:
         raise
-    except Exception as exc:  # a grammar that cannot load or crashes is a sentinel, not a stopped run
+    except Exception as exc:  # a grammar that cannot load, crashes or rejects its queries is a sentinel, not a stop
         raise ParseError(f"parser failed: {exc}") from exc
     root = tree.root_node
     by_name_node: dict[int, Symbol] = {}  # one symbol per name node, however many patterns matched it
@@ -200,7 +201,7 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
     # Pattern index -> its role; every match of a pattern has the same role (a definition pattern's kind can vary
     # with alternations, so that one is read per match).
     roles: dict[int, str] = {}
-    for pattern, caps in tree_sitter.QueryCursor(spec.query()).matches(root):
+    for pattern, caps in tree_sitter.QueryCursor(query).matches(root):
         role = roles.get(pattern)
         if role is None:
             role = roles[pattern] = _role(caps)
