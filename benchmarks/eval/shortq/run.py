@@ -1,5 +1,6 @@
 """Short questions: localidx ``search -k 10`` beside the peer (semble) and BM25, scored by the peer benchmark's own
-NDCG@10 code, by category, language and repository, paired per question.
+NDCG@10 code, by category, language and repository, paired per question; on the peer's questions (``--set shortq``)
+or on the generated set (``--set dev``, ``devset.py``).
 
 Place in the flow: a benchmark over retrieve; it prints figures and asserts nothing. README.md beside this file says
 what each set is, how to install the peer, and what the figures mean.
@@ -56,6 +57,13 @@ class RepoJob:
     revision: str
     root: str | None  # the folder indexed, relative to the repository; None: all of it
     tasks: list[dict] = field(default_factory=list)
+    split: str = ""  # the generated set's half: "tuning" or "heldout"
+    full_name: str = ""  # owner/name, for the generated set
+
+    @property
+    def questions_key(self) -> str:
+        """A digest of the questions, so cached answers belong to the questions they answer."""
+        return hashlib.sha256(json.dumps(self.tasks, sort_keys=True).encode()).hexdigest()[:10]
 
     @property
     def prefix(self) -> str:
@@ -91,6 +99,47 @@ def shortq_jobs(up: scoring.Upstream, args) -> list[RepoJob]:
     if not jobs:
         raise SystemExit("no questions matched the selection")
     return [jobs[n] for n in sorted(jobs)]
+
+
+def dev_jobs(args) -> list[RepoJob]:
+    """The generated set's repositories (``devset.REPOS``) in the half asked for; questions are made later, from
+    each repository's tree."""
+    import ctags
+    import devset
+
+    ctags.require_ctags()
+    halves = devset.split_of()
+    jobs = []
+    for full, revision, language in devset.REPOS:
+        name = full.split("/")[1]
+        if args.split != "all" and halves[full] != args.split:
+            continue
+        if args.repo and name not in args.repo and full not in args.repo:
+            continue
+        if args.language and language not in args.language:
+            continue
+        checkout = args.mirrors / full.replace("/", "+") / "repo"
+        if not checkout.exists():
+            raise SystemExit(f"{full}: no git directory at {checkout} (fetch github:{full} first)")
+        jobs.append(RepoJob("dev", name, language, checkout, revision, None, split=halves[full], full_name=full))
+    if not jobs:
+        raise SystemExit("no repository of the generated set matched the selection")
+    return jobs
+
+
+def dev_questions(job: RepoJob, tree: Path, work: Path) -> list[dict]:
+    """The generated questions of ``job``'s tree, cached by the generator's code and ctags' version."""
+    import ctags
+    import devset
+
+    code = b"".join((HERE / f).read_bytes() for f in ("devset.py", "ctags.py")) + ctags.require_ctags().encode()
+    path = work / "dev-questions" / hashlib.sha256(code).hexdigest()[:10] / f"{job.name}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    made = devset.questions(tree, job.full_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(made, indent=0))
+    return made
 
 
 # -- trees and fingerprints ---------------------------------------------------------------------------------------
@@ -252,7 +301,7 @@ def log(message: str) -> None:
 
 
 def _cache_path(work: Path, retriever: str, fp: str, job: RepoJob) -> Path:
-    return work / "runs" / retriever / fp / job.set / f"{job.name}.jsonl"
+    return work / "runs" / retriever / fp / job.set / f"{job.name}-{job.questions_key}.jsonl"
 
 
 def _load(path: Path, n: int) -> list[dict] | None:
@@ -281,6 +330,11 @@ def run_set(jobs: list[RepoJob], args, up: scoring.Upstream) -> list[dict]:
         for job in jobs:
             started = time.perf_counter()
             tree = prepare_tree(job, args.work / "trees" / job.set / job.name)
+            if job.set == "dev":
+                job.tasks = dev_questions(job, tree, args.work)
+                if not job.tasks:
+                    log(f"{job.set}/{job.name}: no questions")
+                    continue
             answers: dict[str, list[dict]] = {}
             for name in retrievers:
                 mode = name.removeprefix("localidx").removesuffix("-files").lstrip("-") or "hybrid"
@@ -302,11 +356,13 @@ def run_set(jobs: list[RepoJob], args, up: scoring.Upstream) -> list[dict]:
             for name, answered in answers.items():
                 for i, (task, answer) in enumerate(zip(job.tasks, answered)):
                     ndcg, ranks = scoring.score(up, answer["ranked"], task["targets"], files=name.endswith("-files"))
-                    rows.append({"id": f"{job.set}/{job.name}/{i}", "set": job.set, "repo": job.name,
+                    rows.append({"id": f"{job.set}/{job.name}/{i}", "set": job.set, "split": job.split,
+                                 "repo": job.name,
                                  "language": job.language, "category": task["category"], "query": task["query"],
                                  "retriever": name, "ndcg10": ndcg, "ranks": ranks, "ms": answer["ms"],
                                  "top": answer["ranked"][:scoring.K], "targets": task["targets"]})
-            figures = " ".join(f"{n}={scoring._mean(r['ndcg10'] for r in rows if r['repo'] == job.name and r['set'] == job.set and r['retriever'] == n):.3f}"
+            mine = [r for r in rows if r["repo"] == job.name and r["set"] == job.set]
+            figures = " ".join(f"{n}={scoring._mean(r['ndcg10'] for r in mine if r['retriever'] == n):.3f}"
                                for n in answers)
             log(f"{job.set}/{job.name} ({job.language}, {len(job.tasks)} questions, "
                 f"{time.perf_counter() - started:.0f}s): {figures}")
@@ -335,6 +391,12 @@ def report(rows: list[dict], title: str, against: list[dict] | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", choices=("shortq", "dev"), default="shortq",
+                        help="shortq: the peer's questions (default); dev: the generated set (devset.py)")
+    parser.add_argument("--split", choices=("tuning", "heldout", "all"), default="tuning",
+                        help="the generated set's half (default tuning)")
+    parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"),
+                        help="the generated set's repositories: MIRRORS/owner+name/repo git directories")
     parser.add_argument("--semble-bench", type=Path, required=True,
                         help="the peer benchmark's folder: metrics.py, data.py, repos.json, annotations/")
     parser.add_argument("--repos-json", type=Path, default=None, help="default: SEMBLE_BENCH/repos.json")
@@ -354,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", type=Path, default=None,
                         help="a questions JSONL of an earlier run: pair localidx now against localidx then")
     parser.add_argument("--out", type=Path, default=None,
-                        help="per-question JSONL (default: WORK/questions-shortq.jsonl); figures go beside it as .json")
+                        help="per-question JSONL (default: WORK/questions-SET[-SPLIT].jsonl); figures go beside it "
+                        "as .json")
     args = parser.parse_args(argv)
     args.mode = args.mode or ["hybrid", "bm25"]
     args.repos_json = args.repos_json or args.semble_bench / "repos.json"
@@ -364,16 +427,25 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     logging.basicConfig(level=logging.WARNING)
     up = scoring.load_upstream(args.semble_bench)
-    jobs = shortq_jobs(up, args)
-    log(f"{len(jobs)} repositories, {sum(len(j.tasks) for j in jobs)} questions")
+    jobs = shortq_jobs(up, args) if args.set == "shortq" else dev_jobs(args)
+    log(f"{len(jobs)} repositories" + (f", {sum(len(j.tasks) for j in jobs)} questions" if jobs[0].tasks else ""))
     rows = run_set(jobs, args, up)
-    out = args.out or args.work / "questions-shortq.jsonl"
+    name = args.set if args.set == "shortq" else f"dev-{args.split}"
+    out = args.out or args.work / f"questions-{name}.jsonl"
     against = None
     if args.against:
         against = [json.loads(line) for line in args.against.read_text().splitlines() if line.strip()]
         repos = {j.name for j in jobs}
         against = [r for r in against if r["repo"] in repos]
-    figures = report(rows, "shortq (the peer's questions)", against)
+    if args.set == "shortq":
+        figures = report(rows, "shortq (the peer's questions)", against)
+    else:
+        figures = {}
+        for half in ("tuning", "heldout"):
+            part = [r for r in rows if r["split"] == half]
+            if part:
+                figures[half] = report(part, f"dev, {half} half (generated questions)",
+                                       [r for r in against or [] if r.get("split") == half])
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out.with_suffix(".json").write_text(json.dumps(figures, indent=1))
     log(f"\nper-question rows: {out}; figures: {out.with_suffix('.json')}")
