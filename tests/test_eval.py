@@ -157,3 +157,35 @@ def test_shortq_figures_are_means_over_repositories_and_pairs_match_on_question_
     assert (paired["overall"]["n"], paired["overall"]["wins"], paired["overall"]["losses"]) == (4, 3, 1)
     assert paired["by_language"]["go"]["diff"] == pytest.approx(0.5)
     assert paired["by_language"]["go"]["ci_q"] == pytest.approx((0.5, 0.5))
+
+
+def _shortq_module(name, monkeypatch):
+    import importlib
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks" / "eval" / "shortq"))
+    return importlib.import_module(name)
+
+
+def test_generated_set_split_is_one_repository_per_language_in_each_half(monkeypatch):
+    devset = _shortq_module("devset", monkeypatch)
+    halves = devset.split_of()
+    by_language: dict[str, list[str]] = {}
+    for name, revision, language in devset.REPOS:
+        assert len(revision) == 40
+        by_language.setdefault(language, []).append(halves[name])
+    assert len(by_language) >= 8
+    assert all(sorted(v) == ["heldout", "tuning"] for v in by_language.values())
+    assert (halves["pallets/jinja"], halves["python-attrs/attrs"]) == ("tuning", "heldout")  # as the README says
+
+
+def test_generated_questions_are_first_sentences_without_the_name(monkeypatch):
+    ctags = _shortq_module("ctags", monkeypatch)
+    doc = "Returns the {@link Charset} for e.g. a file name.\n\nMore detail.\n@param name the name"
+    assert ctags.first_sentence(doc) == "Returns the Charset for e.g. a file name"
+    assert ctags.without_name("NewClient returns a client; see pkg.NewClient() too", ["NewClient"]) == \
+        "returns a client; see too"
+    lines = ["/**", " * Parses the query.", " */", "@Override", "public Query parse() {"]
+    assert ctags.comment_above(lines, 5, "Q.java") == (1, "\nParses the query.\n")
+    assert ctags.comment_above(["int x; /* a field */", "int y;"], 2, "a.c") is None
+    assert ctags.header_comment(["// Copyright 2020 X", "", "// Package foo reads bar files.", "package foo"],
+                                "foo.go") == (3, "Package foo reads bar files.")

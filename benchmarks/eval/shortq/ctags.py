@@ -28,10 +28,11 @@ COMMENT_STYLE = {".py": "hash", ".rb": "hash", ".ex": "hash", ".exs": "hash", ".
 
 # Paths that are not the code a question is about: tests, examples, benchmarks, vendored and generated copies, docs.
 NOT_SOURCE = re.compile(
-    r"(^|/)(tests?|testing|testdata|test_?data|spec|specs|__tests__|__mocks__|fixtures?|examples?|samples?|demos?|"
+    r"(^|/)(tests?|testes|testing|testdata|test_?data|spec|specs|__tests__|__mocks__|fixtures?|examples?|samples?|"
+    r"demos?|"
     r"benchmarks?|benches|bench|vendor|third_party|third-party|3rdparty|external|deps|fuzz|fuzzing|docs?|site|"
     r"website|contrib|build|dist|node_modules|bundled|[\w.-]*(?:demo|example|sample)s?|perf[\w.-]*)(/|$)"
-    r"|(_test\.go|_spec\.rb|_test\.rb|\.test\.[jt]sx?|\.spec\.[jt]sx?|\.d\.ts|Tests?\.(java|kt|cs)|(^|/)test_[^/]*\.py"
+    r"|(\.min\.js|_test\.go|_spec\.rb|_test\.rb|\.test\.[jt]sx?|\.spec\.[jt]sx?|\.d\.ts|Tests?\.(java|kt|cs)|(^|/)test_[^/]*\.py"
     r"|_test\.py|_tests?\.(c|cc|cpp)|_unittest\.cc|_bench\.\w+|_benchmark\.\w+|conftest\.py)$", re.I)
 
 # ctags kind names (long form) by what they define.
@@ -78,11 +79,14 @@ def tracked_files(root: Path) -> list[str]:
     return sorted(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p)
 
 
-def definitions(root: Path, paths: list[str]) -> list[Tag]:
-    """Every tag ctags reports for ``paths`` (relative to ``root``), in file order."""
+def definitions(root: Path, paths: list[str], declarations: bool = False) -> list[Tag]:
+    """Every tag ctags reports for ``paths`` (relative to ``root``), in file order. ``declarations``: also C and C++
+    prototypes (kind ``prototype``) and Python stub files (``.pyi``), which declare what is defined elsewhere."""
     if not paths:
         return []
-    done = subprocess.run(["ctags", "-L", "-", "--output-format=json", "--sort=no", "--fields=+nKeZl", "-f", "-"],
+    extra = ["--kinds-C=+p", "--kinds-C++=+p", "--langmap=Python:+.pyi"] if declarations else []
+    command = ["ctags", *extra, "-L", "-", "--output-format=json", "--sort=no", "--fields=+nKeZl", "-f", "-"]
+    done = subprocess.run(command,
                           cwd=root, input="\n".join(paths) + "\n", capture_output=True, text=True,
                           errors="replace")
     tags = []
