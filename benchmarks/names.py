@@ -9,12 +9,12 @@ For each repository of a set (``--set dev``: the generated set's repositories, `
 in the half ``--split`` names; ``--set shortq``: the semble benchmark's tuning repositories, the folder it indexes),
 the tree and the localidx index are the short-question run's (``benchmarks/eval/shortq/run.py``; the same ``--work``
 reuses them). The names: ctags definitions in source files (no tests, examples, vendored code:
-``ctags.is_source``) of class-like kinds, functions and methods, and types, with C and C++ prototypes and Python stub
-files as declarations of the same names, and shell functions (a header's prototype answers a name as well as its definition does); a name
-qualifies when ctags finds at most two of these (three when one is a prototype; a Java or C# constructor counts as
-its class, not as a definition of its own), it is an identifier, not an anonymous struct, and has at least four
-characters. ``--per-repo`` names are sampled per repository with a fixed digest, half class-like and half the
-rest where there are enough.
+``ctags.is_source``) of class-like kinds, functions and methods, and types, and shell functions, with C and C++
+prototypes and Python stub files as declarations of the same names (a header's prototype answers a name as well as
+its definition does); a name qualifies when ctags finds at most two of these (three when one is a prototype; a Java
+or C# constructor counts as its class, not as a definition of its own), it is an identifier, not an anonymous
+struct, and has at least four characters. ``--per-repo`` names are sampled per repository with a fixed digest, half
+class-like and half the rest where there are enough.
 
 Each name is asked bare, as ``localidx search -k 10 NAME`` asks it (hybrid; ``--mode bm25`` too). A hit at rank r:
 the r-th match is in the defining file and its lines hold a declaration line of the name. Printed: hit@1 and hit@3

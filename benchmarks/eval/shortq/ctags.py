@@ -32,7 +32,8 @@ NOT_SOURCE = re.compile(
     r"demos?|"
     r"benchmarks?|benches|bench|vendor|third_party|third-party|3rdparty|external|deps|fuzz|fuzzing|docs?|site|"
     r"website|contrib|build|dist|node_modules|bundled|[\w.-]*(?:demo|example|sample)s?|perf[\w.-]*)(/|$)"
-    r"|(\.min\.js|_test\.go|_spec\.rb|_test\.rb|\.test\.[jt]sx?|\.spec\.[jt]sx?|\.d\.ts|Tests?\.(java|kt|cs)|(^|/)test_[^/]*\.py"
+    r"|(\.min\.js|_test\.go|_spec\.rb|_test\.rb|\.test\.[jt]sx?|\.spec\.[jt]sx?|\.d\.ts|Tests?\.(java|kt|cs)"
+    r"|(^|/)test_[^/]*\.py"
     r"|_test\.py|_tests?\.(c|cc|cpp)|_unittest\.cc|_bench\.\w+|_benchmark\.\w+|conftest\.py)$", re.I)
 
 # ctags kind names (long form) by what they define.
