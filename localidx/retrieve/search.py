@@ -419,8 +419,9 @@ def _definition_arm(table, names: NameQuery, where: str | None) -> list[tuple[tu
     """The chunks that define a name of ``names``, each with its rank key (lower ranks first): source code before
     tests, docs, examples and built copies; the query's qualification matched (``Client.send``: a ``send`` of
     ``Client``; leading components may name the module's path instead: ``httpx.Client``); case as written before
-    a case or separator variant; the kind a keyword asks for (``class X``) before other kinds. Of a symbol split
-    into several chunks, the first part (the one holding the defining line) is its definition."""
+    a case or separator variant; the kind a keyword asks for (``class X``) before other kinds. One definition a file
+    and name: of a name defined in several chunks of a file (a symbol split in parts, a function's methods or
+    clauses, a type and its constructors), the first that matches best."""
     from localidx.retrieve.transforms import data
     from localidx.store.lance import sql_str
 
@@ -442,9 +443,9 @@ def _definition_arm(table, names: NameQuery, where: str | None) -> list[tuple[tu
             wrong_kind = bool(names.wants) and _kind_group(kind) != names.wants
             role = path_role(row["path"], row["language"] or "")
             rank = (bool(role), wrong_kind, *quality, row["path"], row["start_line"])
-            symbol_key = (row["path"], row["symbol"])
-            if symbol_key not in found or rank < found[symbol_key][0]:
-                found[symbol_key] = (rank, row)
+            file_key = (row["path"], parts)
+            if file_key not in found or rank < found[file_key][0]:
+                found[file_key] = (rank, row)
     return list(found.values())
 
 
