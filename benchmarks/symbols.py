@@ -44,10 +44,14 @@ SHAPES = ("bare", "keyword", "qualified", "call", "folded")
 SETUPS = ("bm25", "hybrid", "files", "context")
 TYPE_WORD = {"python": "class", "javascript": "class", "typescript": "class", "tsx": "class", "java": "class",
              "kotlin": "class", "csharp": "class", "cpp": "class", "ruby": "class", "php": "class",
-             "go": "type", "rust": "struct", "c": "struct"}
+             "go": "type", "rust": "struct", "c": "struct", "swift": "class", "scala": "class", "haskell": "type",
+             "elixir": "module", "zig": "struct", "ocaml": "type", "objc": "class", "groovy": "class",
+             "powershell": "class", "julia": "struct"}
 FUNCTION_WORD = {"python": "def", "javascript": "function", "typescript": "function", "tsx": "function",
-                 "go": "func", "rust": "fn", "ruby": "def", "php": "function", "kotlin": "fun"}
-MEMBER = {"rust": "::", "cpp": "::", "php": "::", "ruby": "#"}
+                 "go": "func", "rust": "fn", "ruby": "def", "php": "function", "kotlin": "fun", "swift": "func",
+                 "scala": "def", "elixir": "def", "lua": "function", "zig": "fn", "bash": "function",
+                 "groovy": "def", "powershell": "function", "perl": "sub", "julia": "function"}
+MEMBER = {"rust": "::", "cpp": "::", "php": "::", "ruby": "#", "perl": "::"}
 FUNCTION_KINDS = ("function", "method", "constructor", "macro")
 
 

@@ -5,8 +5,9 @@ from captures in ``languages/queries/<lang>-*.scm``; this module names no gramma
 
 - ``@definition.<kind>`` with ``@name`` (and optional ``@body``, ``@doc``) — a symbol; kinds outside ``SYMBOL_KINDS``
   are ignored. A function nested directly in a class-like symbol becomes a ``method``.
-- ``@doc`` (and ``@decorator``) before a definition, in its pattern — doc comments and attributes; only the run
-  adjacent to the definition is kept, and the symbol then starts at the first of them so they travel with it.
+- ``@doc`` (and ``@decorator``, ``@leading``) before a definition, in its pattern — doc comments, attributes and other
+  lines that belong to it (a separate type signature); only the run adjacent to the definition is kept, and the
+  symbol then starts at the first of them so they travel with it.
 - ``@reference.call`` with ``@name`` — a call, attributed to the innermost symbol around it.
 - ``@import``, ``@decorator``, ``@doc.module`` — file and symbol facts for [META].
 - ``@route`` with ``@route.path`` (and optional ``@route.verb``, ``@route.method``, ``@route.handler``) — an HTTP
@@ -38,13 +39,16 @@ HTTP_METHODS = frozenset(("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTI
 # Route verbs across frameworks: GetMapping (Spring), HttpGet (ASP.NET), MapGet (minimal APIs), HandleFunc (Go).
 _VERB_AFFIXES = re.compile(r"^(?:http|map)(?=[A-Z])|(?:mapping|func|handler)$", re.IGNORECASE)
 
-_DOC_MARKERS = re.compile(r"^\s*(?:=begin|=end|///?!?|/\*\*?|\*/|\*|#+|--|%)\s?", re.MULTILINE)
+# Comment markers at a line's start: `///`, `/**`, `#`, `%`, `--` (with Haddock's `-- |` and `-- ^`, LuaDoc's `---`),
+# `{-` and `(**` that open block comments, `<#` and `#>` of PowerShell's, `=begin`/`=end` of Ruby's.
+_DOC_MARKERS = re.compile(r"^\s*(?:=begin|=end|///?!?|/\*\*?|\*/|\*|<#|#>|#+|--+(?:\s?[|^])?|\{-+\s?\|?|\(\*\*?|%)\s?",
+                          re.MULTILINE)
 _XML_DOC_TAGS = re.compile(
     r"</?(?:summary|remarks|returns|param|paramref|typeparam|typeparamref|see|seealso|para|c|code|example|exception|"
     r"value|inheritdoc|list|item|description|term)\b[^>]*>"
 )
 _METHOD_IN_PATH = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS)\s+(?=/)")
-_DOC_TAIL = re.compile(r"\s*\*/\s*$")
+_DOC_TAIL = re.compile(r"\s*(?:\*/|\*\)|-\}|#>)\s*$")
 _QUOTES = re.compile(r"""^(?:[rRbBuUfF]{0,2})('''|\"\"\"|'|\"|`)(.*)\1$""", re.DOTALL)
 
 
@@ -101,6 +105,16 @@ def _end_line(node) -> int:
     """1-based inclusive last line: a node ending at column 0 ends on the line before."""
     row, col = node.end_point
     return max(node.start_point[0] + 1, row if col == 0 else row + 1)
+
+
+def _content_end_line(data: bytes, node) -> int:
+    """``_end_line`` of the node's text without trailing whitespace: some grammars end a definition where the next
+    one's indentation ends (tree-sitter-scala's expression bodies), which would make the two overlap."""
+    end = node.end_byte
+    if end <= node.start_byte or data[end - 1 : end] not in (b" ", b"\t", b"\n", b"\r"):
+        return _end_line(node)
+    content_end = len(data[node.start_byte : end].rstrip()) + node.start_byte
+    return max(node.start_point[0] + 1, node.end_point[0] + 1 - data.count(b"\n", content_end, end))
 
 
 def clean_doc(texts: str | list[str]) -> str:
@@ -170,9 +184,10 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
 
     try:
         tree = _parse_tree(spec, data, timeout_s)
+        query = spec.query()
     except ParseError:
         raise
-    except Exception as exc:  # a grammar that cannot load or crashes is a sentinel, not a stopped run
+    except Exception as exc:  # a grammar that cannot load, crashes or rejects its queries is a sentinel, not a stop
         raise ParseError(f"parser failed: {exc}") from exc
     root = tree.root_node
     by_name_node: dict[int, Symbol] = {}  # one symbol per name node, however many patterns matched it
@@ -186,7 +201,7 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
     # Pattern index -> its role; every match of a pattern has the same role (a definition pattern's kind can vary
     # with alternations, so that one is read per match).
     roles: dict[int, str] = {}
-    for pattern, caps in tree_sitter.QueryCursor(spec.query()).matches(root):
+    for pattern, caps in tree_sitter.QueryCursor(query).matches(root):
         role = roles.get(pattern)
         if role is None:
             role = roles[pattern] = _role(caps)
@@ -274,15 +289,15 @@ def _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes) -> None:
         start_byte=node.start_byte,
         end_byte=node.end_byte,
         start_line=node.start_point[0] + 1,
-        end_line=_end_line(node),
+        end_line=_content_end_line(data, node),
         name_line=name_node.start_point[0] + 1,
     )
     if body is not None:
         sym.body_start_line = body.start_point[0] + 1
-        sym.body_end_line = _end_line(body)
+        sym.body_end_line = _content_end_line(data, body)
         sym.body_node = body
     sym.signature = _signature(data, name_node, body, node)
-    _attach_leading(sym, caps.get("doc", []), caps.get("decorator", []), node, data)
+    _attach_leading(sym, caps.get("doc", []), [*caps.get("decorator", []), *caps.get("leading", [])], node, data)
     twin = by_name_node.get(name_node.start_byte)
     if twin is None:
         if (node.start_byte, node.end_byte) in seen_nodes:
@@ -324,7 +339,7 @@ def _signature(data: bytes, name_node, body, node) -> str:
 
 
 def _attach_leading(sym: Symbol, doc_nodes, decorator_nodes, node, data: bytes) -> None:
-    """Give the symbol the doc comments (and decorators/attributes) written just above it.
+    """Give the symbol the doc comments (and decorators/attributes, or a type signature) written just above it.
 
     Only the run of such nodes that ends on the line just above the definition belongs to it; the symbol then starts
     at the first of them, so its comment and attributes travel with its chunk."""

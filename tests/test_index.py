@@ -132,6 +132,14 @@ def test_paths_with_quotes_and_spaces(make_repo):
     assert rows(root) == []
 
 
+def test_a_json_key_escaping_a_lone_surrogate_is_indexed(make_repo):
+    # JSON conformance suites hold keys like "\udfaa": json.loads makes them lone surrogates, which no table stores.
+    root = make_repo({"cases/key_lone_surrogate.json": '{"\\uDFAA": 0, "other": 1}\n', "a.py": "def f():\n    return 1\n"})
+    stats = index(root)
+    assert stats.files_failed == 0 and stats.failed_files == []
+    assert {r["path"] for r in rows(root)} == {"cases/key_lone_surrogate.json", "a.py"}
+
+
 def test_no_embed_leaves_rows_searchable_and_the_next_run_embeds_them(repo):
     stats = index(repo, embed=False)
     assert stats.chunks_pending == stats.chunks_written and stats.chunks_embedded == 0

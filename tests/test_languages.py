@@ -132,7 +132,49 @@ def test_the_shipped_query_files_inherit_files_that_exist_and_share_them():
             for parent in m.group(1).split(","):
                 assert (queries / f"{parent.strip()}-{kind}").is_file(), (path.name, parent)
                 inherited.add(parent.strip())
-    assert inherited == {"ecma", "jsx", "c_family"}
+    assert inherited == {"ecma", "jsx", "c_family", "c"}
     # Each language's compiled query holds a shared pattern once: `new X()` is a call in JavaScript and TypeScript.
     for name in ("javascript", "typescript", "tsx"):
         assert LANGUAGES[name].query_source().count("(new_expression") == 1, name
+
+
+def test_a_grammar_is_loaded_only_when_a_file_needs_it(tmp_path):
+    import subprocess
+    import sys
+
+    # A fresh process, as a cold index is: chunking Python and Lua files imports those two grammars and no other.
+    code = (
+        "import sys\n"
+        "from localidx.chunk import chunk_file\n"
+        "from localidx.config import Settings\n"
+        "chunk_file('a.py', b'def f():\\n    return 1\\n', Settings())\n"
+        "chunk_file('b.lua', b'local function g()\\n  return 1\\nend\\n', Settings())\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('tree_sitter_') and '.' not in m)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=FIXTURES.parents[2])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["tree_sitter_lua", "tree_sitter_python"]
+
+
+def test_a_file_whose_grammar_fails_is_cut_into_windows_with_the_reason(make_repo, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    # A broken grammar wheel: its module imports but cannot give a language.
+    broken = tmp_path / "site" / "tree_sitter_swift"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("def language():\n    raise OSError('bad wheel')\n", encoding="utf-8")
+    swift = (FIXTURES / "swift" / "sample.swift").read_text(encoding="utf-8")
+    repo = make_repo({"Sources/Inventory.swift": swift, "lib/store.lua": "local function g()\n  return 1\nend\n"})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(FIXTURES.parents[2])])}
+    proc = subprocess.run([sys.executable, "-m", "localidx", "index", "--dry-run", "--json"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["errors"] == [{"path": "Sources/Inventory.swift", "reason": "parser failed: bad wheel"}]
+    assert report["chunks_by_language"]["swift"] >= 2 and report["chunks_by_language"]["lua"] >= 1
+    assert report["chunks_by_kind"]["window"] >= 1
+    # The other file of the same run keeps its symbols.
+    assert report["chunks_by_kind"]["function"] >= 1

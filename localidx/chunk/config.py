@@ -30,6 +30,7 @@ from localidx.chunk.docs import split_text_lines
 from localidx.chunk.split import split_lines
 from localidx.config import Settings
 from localidx.records import Chunk
+from localidx.text import valid_text
 
 # Extension (lower case, with the dot) or exact file name -> language. File names are looked up first.
 CONFIG_LANGUAGES: dict[str, str] = {
@@ -321,7 +322,8 @@ def _outline_json(lines: list[str], text: str) -> _Outline:
         outline.keys = _unique([key for _, key in members])
     else:
         if isinstance(document, dict):
-            outline.keys = [str(key) for key in document]
+            # json.loads turns an escaped lone surrogate ("\udfaa") into one, which no database can store.
+            outline.keys = [valid_text(str(key)) for key in document]
         elif isinstance(document, list):
             outline.array_items = len(document)
     return outline

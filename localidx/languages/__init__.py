@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -74,7 +75,11 @@ def _ts_language(grammar: str):
 
     module_name, _, func = grammar.partition(":")
     module = importlib.import_module(module_name)
-    return tree_sitter.Language(getattr(module, func or "language")())
+    with warnings.catch_warnings():
+        # A grammar wheel built with older bindings (tree-sitter-perl 2.0) returns its pointer as an int, which
+        # tree-sitter 0.26 still takes, with a DeprecationWarning a user can do nothing about.
+        warnings.filterwarnings("ignore", "int argument support is deprecated", DeprecationWarning)
+        return tree_sitter.Language(getattr(module, func or "language")())
 
 
 @lru_cache(maxsize=None)

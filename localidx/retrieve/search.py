@@ -456,8 +456,9 @@ def _title(report: str) -> str:
 
 def _definition_arm(table, names: NameQuery, where: str | None) -> list[tuple[tuple, dict]]:
     """The chunks that define a name of ``names``, each with its rank key (``ranking.definition_rank``: lower
-    ranks first). Of a symbol split into several chunks, the first part (the one holding the defining line) is its
-    definition."""
+    ranks first), the parsed definitions and those whose text declares the name (``ranking.declaration_rank``).
+    One definition a file and name: of a name defined in several chunks of a file (a symbol split in parts, a
+    function's methods or clauses, a type and its constructors), the first that matches best."""
     from localidx.retrieve.transforms import data
     from localidx.store.lance import sql_str
 
@@ -477,13 +478,14 @@ def _definition_arm(table, names: NameQuery, where: str | None) -> list[tuple[tu
             if rank is None:
                 continue
             parsed.add(row["id"])
-            symbol_key = (row["path"], row["symbol"])
-            if symbol_key not in found or rank < found[symbol_key][0]:
-                found[symbol_key] = (rank, row)
+            file_key = (row["path"], parts)
+            if file_key not in found or rank < found[file_key][0]:
+                found[file_key] = (rank, row)
         for row in _declaration_rows(table, parts[-1], where):
             rank = declaration_rank(parts, names.wants, row) if row["id"] not in parsed else None
-            if rank is not None:
-                found[(row["path"], row["id"])] = (rank, row)
+            file_key = (row["path"], parts)
+            if rank is not None and (file_key not in found or rank < found[file_key][0]):
+                found[file_key] = (rank, row)
     return list(found.values())
 
 

@@ -45,6 +45,7 @@ class QueryData:
     name_keywords: dict[str, str]  # "class" -> "type", "def" -> "function", "const" -> "value"
     non_definition_kinds: frozenset[str]
     declaration_forms: tuple[str, ...]  # regular expressions with {name} (see query.toml)
+    name: re.Pattern  # a name as a name query takes it: ``Client.send``, ``push!``, ``foldl'``, ``Remove-Item``
 
 
 @lru_cache(maxsize=1)
@@ -71,7 +72,19 @@ def data() -> QueryData:
             .replace("{value_keywords}", "|".join(raw["declaration_value_keywords"]))
             .replace("{modifiers}", "|".join(raw["declaration_modifiers"]))
             for form in raw["declaration_forms"]),
+        name=_name_pattern(raw["name_inner_characters"], raw["name_final_characters"]),
     )
+
+
+def _name_pattern(inner: str, final: str) -> re.Pattern:
+    """One to several components joined by ``_NAME_SEPARATOR``'s separators; a component is an identifier that may
+    hold ``inner`` characters between word characters and end in ``final`` ones."""
+    component = r"[A-Za-z_$][\w$]*"
+    if inner:
+        component += rf"(?:[{re.escape(inner)}][\w$]+)*"
+    if final:
+        component += rf"[{re.escape(final)}]*"
+    return re.compile(rf"{component}(?:(?:{_NAME_SEPARATOR.pattern}){component})*")
 
 
 @dataclass
@@ -148,8 +161,9 @@ def _english(text: str, words: list[str]) -> tuple[bool, str]:
     return True, ""
 
 
-_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#|->)[A-Za-z_$][\w$]*)*")
-_NAME_SEPARATOR = re.compile(r"\.|::|#|->")
+# A lone colon between two names is a qualifier too: PowerShell's scopes (``script:Name``), Lisp's packages. Not
+# in a route (``/user/:id``): there it follows no word character.
+_NAME_SEPARATOR = re.compile(r"\.|::|#|->|(?<=\w):(?=[A-Za-z_$])")
 _CALL_TAIL = re.compile(r"\(.*\)?$")
 _MAX_NAMES = 3
 
@@ -169,7 +183,7 @@ def fold_name(name: str) -> str:
 
 
 def name_parts(name: str) -> tuple[str, ...]:
-    """A qualified name's components (``a.b``, ``a::b``, ``A#b``, ``a->b``)."""
+    """A qualified name's components (``a.b``, ``a::b``, ``A#b``, ``a->b``, ``script:a``)."""
     return tuple(part for part in _NAME_SEPARATOR.split(name) if part)
 
 
@@ -194,7 +208,7 @@ def name_query(query: str) -> NameQuery | None:
     names = []
     for word in words:
         word = _CALL_TAIL.sub("", word).rstrip(",;:")
-        if not _NAME.fullmatch(word):
+        if not data().name.fullmatch(word):
             return None
         names.append(word)
     if len(names) > 1 and not all(looks_like_identifier(n) or _NAME_SEPARATOR.search(n) for n in names):

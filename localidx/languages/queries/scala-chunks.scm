@@ -1,0 +1,3 @@
+; Captures for chunking and [META] beyond the tags convention.
+
+(import_declaration) @import
