@@ -238,3 +238,24 @@ def test_a_byte_order_mark_changes_no_chunk(path):
     assert plain
     assert [(c["id"], c["kind"], c["symbol"], c["text"]) for c in marked] == \
            [(c["id"], c["kind"], c["symbol"], c["text"]) for c in plain]
+
+
+@pytest.mark.parametrize("path, declaration", [
+    ("src/JsonParser.java", "public final class JsonParser {"),
+    ("src/parser.ts", "export class JsonParser {"),
+])
+def test_a_definition_whose_comment_is_too_long_keeps_its_declaration_in_its_first_part(path, declaration):
+    # Before: the first part of the class held its long comment and not the line declaring it, which landed in a
+    # later part: the name's definition did not show its declaration.
+    doc = ["/**", *(f" * Paragraph {n} of a long explanation of how the parser reads tokens and nests values."
+                    for n in range(40)), " */"]
+    body = [f"  private int field{n} = {n};" for n in range(30)]
+    text = "\n".join([*doc, declaration, *body, "}", ""])
+    chunks = chunk_file(path, text.encode(), SETTINGS).chunks
+    declared_at = len(doc) + 1
+    parts = sorted((c for c in chunks if c.symbol.endswith("JsonParser")), key=lambda c: c.start_line)
+    assert parts[0].start_line <= declared_at <= parts[0].end_line
+    # The comment's head is a chunk of its own, no definition of anything; every line is still in a chunk.
+    head = [c for c in chunks if c.end_line < parts[0].start_line and c.kind == "module"]
+    assert head and all(not c.symbol for c in head) and head[0].start_line == 1
+    assert all(c.text.count("\n") < 60 for c in chunks)

@@ -1,0 +1,179 @@
+"""retrieve/ranking: how a short question and a bare name are ranked, over real git repositories and a real LanceDB
+index (fake embedder).
+
+What a user would notice: the file named for what is asked comes first, a name's home file and its class (not its
+constructor) come first, a documentation page or a build file does not come before the code for a code question,
+a sentence copied from a doc comment finds the function it documents, a name written as code in a question lifts
+its definition, and a name declared in a language no parser reads is still found as a definition. Each test names
+the rule it checks and, where the rule is a weight, shows the order is different without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import localidx.retrieve.ranking as ranking
+from localidx.config import load_settings
+from localidx.indexer import run_index
+from localidx.retrieve import search
+from localidx.store.index import open_index
+
+PAD = "".join(f"    step_{n} = prepare(value, {n})\n" for n in range(12))
+NOISE_PAD = PAD[: PAD.index("    step_8")]
+
+
+def _noise() -> dict[str, str]:
+    """Files that match a little of everything, so that a score's scale is a real repository's, not two files'."""
+    return {f"misc/noise{n}.py": f"def helper_{n}(value):\n    \"\"\"Return the value {n} when asked.\"\"\"\n{NOISE_PAD}"
+            f"    return value\n" for n in range(6)}
+
+
+def _index(make_repo, tmp_path: Path, files: dict[str, str], name: str = "repo"):
+    root = make_repo(files, name=name)
+    settings = load_settings(root, {"embed_model": "fake", "home": str(tmp_path / f"home-{name}")})
+    run_index(root, True, settings)
+    return open_index(root, True, settings, read_only=True)
+
+
+@pytest.fixture
+def events_and_session(make_repo, tmp_path):
+    """A file named for sessions that says "session" twice, and a file that says it in every line."""
+    files = {
+        "net/session.py": (
+            "class Session:\n"
+            "    \"\"\"Keeps a connection pool and default headers.\"\"\"\n\n"
+            "    def close(self):\n"
+            "        self.pool.clear()\n"
+        ),
+        "net/events.py": "".join(
+            f"def on_session_event_{n}(session):\n    log(session, 'session event', session.id)\n\n"
+            for n in range(12)),
+    }
+    index = _index(make_repo, tmp_path, files)
+    yield index
+    index.close()
+
+
+def test_the_file_named_for_what_a_question_asks_comes_first(events_and_session, monkeypatch):
+    question = "how is a session kept alive"
+    assert search(events_and_session, question, k=5)[0].path == "net/session.py"
+    monkeypatch.setattr(ranking, "PATH_WEIGHT", 0.0)
+    assert search(events_and_session, question, k=5)[0].path == "net/events.py"  # the words alone prefer it
+
+
+def test_a_files_further_matches_rank_behind_the_other_files(make_repo, tmp_path, monkeypatch):
+    pad = PAD.replace("value", "pool")
+    files = {**_noise(),
+             "net/alpha.py": "".join(f"def on_close_{n}(session):\n    log(session.close, session.close)\n{pad}\n\n"
+                                     for n in range(4)),
+             "net/beta.py": f"def shutdown(session):\n    close(session)\n    session.close()\n{pad}"}
+    index = _index(make_repo, tmp_path, files)
+    try:
+        assert "net/beta.py" in [m.path for m in search(index, "session close", k=3)]
+        monkeypatch.setattr(ranking, "FILE_DECAY", 1.0)
+        assert [m.path for m in search(index, "session close", k=3)] == ["net/alpha.py"] * 3
+    finally:
+        index.close()
+
+
+def test_a_partial_class_finds_the_file_named_for_it_first(make_repo, tmp_path):
+    # A C# partial class defined in many files: its home is the file named for it, whatever the alphabet says.
+    part = "namespace Data\n{{\n    public static partial class SqlMapper\n    {{\n{body}    }}\n}}\n"
+    files = {
+        "Data/SqlMapper.Cache.cs": part.format(body="        private static int cacheSize;\n"),
+        "Data/SqlMapper.Async.cs": part.format(body="        public static int QueryAsync() { return 1; }\n"),
+        "Data/SqlMapper.cs": part.format(body="        public static int Query() { return 0; }\n"),
+    }
+    index = _index(make_repo, tmp_path, files)
+    try:
+        first = search(index, "SqlMapper", k=3)[0]
+        assert first.path == "Data/SqlMapper.cs" and first.definition
+    finally:
+        index.close()
+
+
+def test_a_class_comes_before_its_constructor(make_repo, tmp_path):
+    source = (
+        "package demo;\n\n"
+        "public abstract class TypeAdapter<T> {\n"
+        f"{''.join(f'  private int field{n};{chr(10)}' for n in range(40))}"
+        "  public TypeAdapter() {\n"
+        "    this.field0 = 0;\n"
+        "  }\n\n"
+        "  public abstract T read(String text);\n"
+        "}\n"
+    )
+    index = _index(make_repo, tmp_path, {"src/demo/TypeAdapter.java": source, "src/demo/Use.java":
+                                         "package demo;\n\nclass Use {\n  TypeAdapter<String> a = null;\n}\n"})
+    try:
+        first = search(index, "TypeAdapter", k=3)[0]
+        assert first.definition and first.start_line <= 3 <= first.end_line  # the line that declares the class
+    finally:
+        index.close()
+
+
+def test_a_doc_page_and_a_build_file_rank_below_the_code_for_a_code_question(make_repo, tmp_path):
+    files = {
+        "src/retry.py": "def retry_request(request, attempts):\n    \"\"\"Send a request again after a failure.\"\"\"\n"
+                        "    return send(request)\n",
+        "docs/retry.md": "# Retry\n\nEvery failed request is retried: retry retry retry, the request retried.\n",
+        "build/CMakeLists.txt": "add_library(retry retry.c)\n# retry the request retry request\n",
+        "package.json": '{"name": "retry-request", "description": "retry a failed request, retry"}\n',
+    }
+    index = _index(make_repo, tmp_path, files)
+    try:
+        assert search(index, "retry a failed request", k=4)[0].path == "src/retry.py"
+        # Asked for the documentation, the page is not ranked lower.
+        assert search(index, "documentation of request retry", k=4)[0].path == "docs/retry.md"
+    finally:
+        index.close()
+
+
+def test_a_sentence_from_a_doc_comment_finds_the_function_it_documents(make_repo, tmp_path, monkeypatch):
+    files = {**_noise(), "lib/tokens.py": (
+        "def refresh(token):\n"
+        "    \"\"\"Return a new access token when the old one has expired.\"\"\"\n" + PAD + "    return token\n\n\n"
+        "def describe(token):\n" + PAD +
+        "    # expired has one old the when token access new a return; expired one old when token access new return\n"
+        "    return 'expired, one, old, when, token, access, new, return, expired, token, access, new'\n")}
+    index = _index(make_repo, tmp_path, files)
+    try:
+        sentence = "Return a new access token when the old one has expired"
+        assert search(index, sentence, k=3)[0].start_line == 1
+        monkeypatch.setattr(ranking, "PHRASE_WEIGHT", 0.0)
+        assert search(index, sentence, k=3)[0].start_line != 1  # the same words, out of order, are more often there
+    finally:
+        index.close()
+
+
+def test_a_name_a_question_writes_as_code_lifts_its_definition(make_repo, tmp_path, monkeypatch):
+    files = {
+        "lib/response.js": "function sendFile(path, options) {\n  return stream(path, options);\n}\n",
+        "lib/static.js": "".join(f"function serveStatic{n}(file) {{\n  return 'static file ' + file;\n}}\n"
+                                 for n in range(6)),
+    }
+    index = _index(make_repo, tmp_path, files)
+    try:
+        question = "static file serving with res.sendFile"
+        first = search(index, question, k=3)[0]
+        assert first.path == "lib/response.js"
+        monkeypatch.setattr(ranking, "MENTION_WEIGHT", 0.0)
+        assert search(index, question, k=3)[0].path == "lib/static.js"
+    finally:
+        index.close()
+
+
+def test_a_name_declared_in_a_language_no_parser_reads_is_a_definition(make_repo, tmp_path):
+    files = {
+        "lib/session.dart": "import 'pool.dart';\n\nclass Session {\n  final Pool pool;\n  Session(this.pool);\n}\n",
+        "lib/client.dart": "".join(f"void use{n}(Session session) => session.pool;\n" for n in range(10)),
+    }
+    index = _index(make_repo, tmp_path, files)
+    try:
+        first = search(index, "Session", k=3)[0]
+        assert first.path == "lib/session.dart" and first.definition and first.start_line <= 3 <= first.end_line
+        assert first.text and first.title  # a whole match, read from the table like any other
+    finally:
+        index.close()
