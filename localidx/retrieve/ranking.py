@@ -1,20 +1,39 @@
-"""Ranking a question's candidates: the rules search applies after fusing its arms, for a question (not a report).
+"""Ranking a question's candidates, and a name's definitions: the rules search applies after fusing its arms.
 
-Place in the flow: retrieve (inside ``search``, after fusion and the role factor; before the name lookup and the
-cut to ``k``). Pure functions over scores and candidate rows; no I/O.
+Place in the flow: retrieve (inside ``search``: after fusion, for a question that is not a pasted report; the name
+rules for every name lookup). Pure functions over scores, candidate rows and text; no I/O.
 
-A short question ("null-safe object utility methods", ``Session``, "how data is sent during a transfer") is most
-often answered by one file, and the file is often named for the thing asked. The fused chunk scores alone rank a
-chunk that mentions the words above the file that is about them. The rules:
+A short question ("null-safe object utility methods", "how data is sent during a transfer") is most often answered
+by one file, and that file is often named for the thing asked; the fused chunk scores alone rank a chunk that
+mentions the words above the file that is about them. A question's fused score, its best candidate's being 1, then
+gains or loses, each rule a share of the best score:
 
-- **Path evidence**: a chunk whose file stem or directory is named by the question's words gains a share of the best
-  score, in proportion to the share of the question's words the path names.
-- **File coherence**: a file's best chunk gains with the summed score of the file's chunks, so a file that answers in
-  several places ranks above a single lucky chunk elsewhere.
+- **Roles**: a chunk of a test, doc, example, built or config file counts ``QUESTION_ROLE_FACTOR`` unless the
+  question asks for that kind of file (``search.wanted_roles``).
+- **Phrase**: a chunk holding the question's word pairs in order gains ``PHRASE_WEIGHT`` times their share: a
+  sentence copied from a doc comment or a message finds where it is written.
+- **Mentioned names**: the definition of a name the question writes as code (``ZodObject``, ``res.sendFile``)
+  gains ``MENTION_WEIGHT`` (further definitions of the name less).
+- **File coherence**: a file's best chunk gains ``COHERENCE`` times its file's summed score over the best file's:
+  a file that answers in several places ranks above a lucky chunk elsewhere.
+- **Path evidence**: every chunk of a file whose stem or directory names the question's words gains
+  ``PATH_WEIGHT`` times the share of the question the path names (``path_evidence``), each word weighed by how few
+  files it names.
 - **Diversity**: a file's n-th best chunk counts ``FILE_DECAY`` ** (n - 1), so the first matches cover more files.
 
-Every constant was chosen on the tuning repositories of the short-question benchmark (docs/retrieval.md has the
-figures and the command).
+Measured on the tuning halves only (``benchmarks/eval/shortq``: the peer benchmark's 23 tuning repositories, 460
+questions, mostly about files; the generated set's tuning half, 344 questions, mostly about one definition; NDCG@10,
+static-minilm), each rule taken out of the final set, peer / generated: roles -0.036 / -0.013, path evidence -0.030 /
++0.013, diversity -0.028 / +0.011, coherence -0.021 / +0.007, a path's unnamed words counted (``UNNAMED_WEIGHT``)
+-0.013 / -0.025, mentioned names -0.009 / +0.010, phrase +0.001 / -0.125. The two sets pull apart (a question about
+a file wants one match a file; a sentence about a function wants the function, often second in its file): the
+constants were chosen on both together, each set kept within about 0.005 of its best. docs/retrieval.md has the
+figures before and after.
+
+A name's definitions (``definition_rank``, ``declaration_rank``): source before tests and docs, the kind asked for,
+the qualification matched, the case as written, a type before a function of a capitalised name (a class before its
+constructor), the file named for the name (``SqlMapper.cs`` among the parts of a partial class), a parsed symbol
+before a declaration found in text; then the search's own score.
 """
 
 from __future__ import annotations
@@ -25,21 +44,18 @@ import re
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-# A question's factor for a chunk of a file of each role (``transforms.path_role``) it does not ask for; a role not
-# listed counts DEFAULT_ROLE_FACTOR.
-QUESTION_ROLE_FACTORS: dict[str, float] = {}
-DEFAULT_ROLE_FACTOR = 0.5
-PATH_WEIGHT = 1.5  # of the best score, times the share of the question's words the path names
-COHERENCE = 0.4  # of the best score, times the file's summed score over the best file's
-FILE_DECAY = 0.5  # a file's n-th best chunk counts this to the power n-1
-PHRASE_WEIGHT = 0.5  # of the best score, times the share of the question's word pairs a chunk holds in order
-PHRASE_DEPTH = 40  # the best candidates whose text is read for it
-MENTION_WEIGHT = 1.0  # of the best score, for the definition of a name the question writes as code
+QUESTION_ROLE_FACTOR = 0.5  # a test, doc, example, built or config file the question does not ask for (0.3: +0.001)
+PHRASE_WEIGHT = 0.75  # times the share of the question's word pairs (not two stopwords) a chunk holds in order
+PHRASE_DEPTH = 40  # the best candidates whose text is read for the phrase rule
+MENTION_WEIGHT = 0.75  # the first definition of a name the question writes as code
 MENTION_DECAY = 0.5  # the n-th further definition of that name counts this to the power n
 MENTIONED_DEFINITIONS = 3  # definitions of one mentioned name that gain
-MAX_MENTIONED = 3  # names of a question looked up
+MAX_MENTIONED = 3  # names of one question looked up
+COHERENCE = 0.5  # times the file's summed score over the best file's, to the file's best chunk
+PATH_WEIGHT = 1.5  # times the share of the question the path names (1.0 and 2.0: -0.002 to -0.004 on either set)
+UNNAMED_WEIGHT = 0.5  # a question's word no path names, in the share's whole, times the largest word weight
 MIN_PREFIX = 4  # a word and a path word match when the shorter (at least this long) begins the longer
-UNNAMED_WEIGHT = 0.5  # a question's word that no path names, in the share's whole (see path_evidence)
+FILE_DECAY = 0.5  # a file's n-th best chunk counts this to the power n-1 (0.7: peer -0.006, generated +0.01)
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 
@@ -129,13 +145,11 @@ def path_evidence(words: frozenset[str], index: PathIndex) -> dict[str, float]:
 
 def role_factor(row: dict, wanted_roles: frozenset) -> float:
     """What a question's chunk of ``row``'s file counts: 1 for code, less for a test, doc, example, built copy or
-    config file unless the question asks for that kind (``QUESTION_ROLE_FACTORS``)."""
+    config file unless the question asks for that kind (``QUESTION_ROLE_FACTOR``)."""
     from localidx.retrieve.transforms import path_role
 
     role = path_role(row["path"], row.get("language") or "")
-    if not role or role in wanted_roles:
-        return 1.0
-    return QUESTION_ROLE_FACTORS.get(role, DEFAULT_ROLE_FACTOR)
+    return 1.0 if not role or role in wanted_roles else QUESTION_ROLE_FACTOR
 
 
 _PHRASE_WORD = re.compile(r"[a-z0-9]+")

@@ -22,12 +22,17 @@ writes as code, its error lines and its frames' functions, and one of its title 
 pieces, and a report's head is often an environment dump); stack frames that name indexed files add their chunks,
 the innermost frame most, the chunk around the frame's line or function most of all.
 
-Then, for every query, a chunk of a test, a doc, an example or a built copy of the code (``transforms.path_role``)
-counts ``ROLE_FACTOR`` of its score (``REPORT_ROLE_FACTOR`` for a report) unless the query asks for that kind of
-file (a report wants the code to fix, and its words recur in all of those, most in the tests that reproduce it). For
-a report, a chunk is also supported by the two best other chunks of its file (each counted up to its own score), so
-a file that answers in several places ranks above a single lucky chunk; then a file's n-th best chunk counts
+Then a report's chunk of a test, a doc, an example, a built copy of the code or a config file
+(``transforms.path_role``) counts ``REPORT_ROLE_FACTOR`` of its score unless the report's title asks for that kind of
+file (a report wants the code to fix, and its words recur in all of those, most in the tests that reproduce it); a
+chunk is also supported by the two best other chunks of its file (each counted up to its own score), so a file that
+answers in several places ranks above a single lucky chunk; then a file's n-th best chunk counts
 ``FILE_DEPTH_DECAY`` ** (n - 1), so that one large file does not fill the first matches.
+
+A question is ranked by ``localidx.retrieve.ranking``'s rules (roles, a phrase written in a chunk, the definitions
+of the names it writes as code, file coherence, the files its words name, one match a file first); the paths'
+words come from ``_path_index`` (one per pinned table version), the mentioned names' definitions from the name
+lookup. A name query's definitions then come first, found by their symbols and by the declarations in their text.
 """
 
 from __future__ import annotations
@@ -81,10 +86,9 @@ EVIDENCE_SHARE = 0.2  # of the BM25 weight, given to a report's code names, erro
 FRAME_WEIGHT = 0.3  # a frame's chunks: added to the fused score (the innermost frame's file in full)
 FRAME_DECAY = 0.6  # each further file named by the frames counts this much of the one before
 FRAME_MISS = 0.3  # a chunk of a frame's file that holds neither the frame's line nor its function
-ROLE_FACTOR = 0.5  # tests, docs, examples and built files, unless the query asks for them
 FILE_SUPPORT = 0.5  # weight of the two best other chunks of a chunk's file (each capped at the chunk's own score)
 # Chosen on the tuning half of the real-issue eval (benchmarks/eval/realissues/run.py).
-REPORT_ROLE_FACTOR = 0.1  # ROLE_FACTOR for a report: its words recur in the tests that reproduce it
+REPORT_ROLE_FACTOR = 0.1  # a report's tests, docs, examples, built and config files: its words recur in the tests
 TITLE_SHARE = 0.3  # of the BM25 weight, given to a report's title read alone (the title names the area)
 FILE_DEPTH_DECAY = 0.7  # a report's n-th best chunk of one file counts this to the power n-1 (more files in the top)
 MAX_DEFINITIONS = 20  # a name query's definitions put first; a name defined more often ranks the rest as found
