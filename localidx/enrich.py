@@ -41,8 +41,9 @@ from localidx.records import Chunk, FileContext
 # Part of the table's name: raised whenever the chunks an index holds would differ for the same files (the [META]
 # text, or where chunks are cut: 2 = merged groups name their members, over-budget lines cut by characters; 3 = import
 # statements read by localidx.imports: a relative import gives no Role, a Go raw-string import does; Markdown split
-# by the one line splitter, over-budget lines cut after whitespace), so an index built by an older version is rebuilt
-# beside itself on the next run; unchanged texts keep their vectors.
+# by the one line splitter, over-budget lines cut after whitespace; 4 = BM25 reads a chunk's path words, a long
+# leading comment is a chunk of its own, a summary lists each definition's line and spans the file's head), so an
+# index built by an older version is rebuilt beside itself on the next run; unchanged texts keep their vectors.
 META_VERSION = 4
 
 _CONTAINS_MAX = 8

@@ -2,8 +2,9 @@
 
 Made for files with at least ``settings.summary_min_symbols`` symbols and for files whose path names an API or routes
 (``api``, ``route`` as a word of the path). They answer "where is X handled" questions that no single symbol chunk
-answers: path, language, module docstring, symbols grouped by kind (first few, then "... and N more") and the HTTP
-endpoints as ``METHOD /path -> handler``.
+answers: path, language, module docstring, symbols grouped by kind with the line that declares each (first few, then
+"... and N more") and the HTTP endpoints as ``METHOD /path -> handler``. Its span is the file's head (``head_end``),
+not the whole file.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def _render(path: str, parsed: ParsedFile, per_kind: int, endpoints: int) -> str
         out.append(f"Module: {parsed.module_doc.splitlines()[0][:300]}")
     by_kind: dict[str, list[str]] = {}
     for sym in parsed.symbols:
-        by_kind.setdefault(sym.kind, []).append(sym.qualified)
+        by_kind.setdefault(sym.kind, []).append(f"{sym.qualified} ({sym.name_line})")
     for kind, title in _KIND_TITLES.items():
         names = by_kind.get(kind)
         if not names:
@@ -55,6 +56,14 @@ def _render(path: str, parsed: ParsedFile, per_kind: int, endpoints: int) -> str
     return "\n".join(out)
 
 
+def head_end(parsed: ParsedFile, line_count: int) -> int:
+    """The last line of a file's head, which its summary points at: the lines before its first definition (its
+    licence, module comment and imports), at least the first line. The summary lists each definition with the line
+    that declares it; its span is not the whole file, which would make it a match for every line of it."""
+    first = min((sym.start_line for sym in parsed.symbols), default=line_count + 1)
+    return max(1, min(first - 1, line_count))
+
+
 def summary_chunk(path: str, parsed: ParsedFile, line_count: int, max_tokens: int) -> Chunk:
     """The summary chunk of a parsed source file, listing fewer names until it fits ``max_tokens``."""
     per_kind, endpoints = _SHOWN_PER_KIND, _SHOWN_ENDPOINTS
@@ -64,8 +73,8 @@ def summary_chunk(path: str, parsed: ParsedFile, line_count: int, max_tokens: in
         text = _render(path, parsed, per_kind, endpoints)
     if not tokens.fits(text, max_tokens):
         text = f"File: {path}\nLanguage: {parsed.language}\nSymbols: {len(parsed.symbols)}"
-    chunk = Chunk(path=path, language=parsed.language, kind="summary", start_line=1, end_line=max(1, line_count),
-                  text=text, title=f"{path} (summary)", doc=parsed.module_doc)
+    chunk = Chunk(path=path, language=parsed.language, kind="summary", start_line=1,
+                  end_line=head_end(parsed, line_count), text=text, title=f"{path} (summary)", doc=parsed.module_doc)
     if parsed.endpoints:
         chunk.tags["endpoints"] = [e.render() for e in parsed.endpoints]
     return chunk

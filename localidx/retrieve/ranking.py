@@ -13,7 +13,8 @@ gains or loses, each rule a share of the best score:
 - **Phrase**: a chunk holding the question's word pairs in order gains ``PHRASE_WEIGHT`` times their share: a
   sentence copied from a doc comment or a message finds where it is written.
 - **Mentioned names**: the definition of a name the question writes as code (``ZodObject``, ``res.sendFile``)
-  gains ``MENTION_WEIGHT`` (further definitions of the name less).
+  gains ``MENTION_WEIGHT`` (further definitions of the name less), unless the question asks for tests (then it asks
+  for the tests of that name).
 - **File coherence**: a file's best chunk gains ``COHERENCE`` times its file's summed score over the best file's:
   a file that answers in several places ranks above a lucky chunk elsewhere.
 - **Path evidence**: every chunk of a file whose stem or directory names the question's words gains
@@ -207,7 +208,7 @@ def rank_question(scores: dict, rows: dict, evidence: dict, wanted_roles: frozen
     if PHRASE_WEIGHT and phrases:
         for key, share in phrases.items():
             out[key] += PHRASE_WEIGHT * top * share * role_factor(rows[key], wanted_roles)
-    if MENTION_WEIGHT and mentioned:
+    if MENTION_WEIGHT and mentioned and "test" not in wanted_roles:  # "which tests cover verify_token": its tests
         for key, weight in mentioned_weights(mentioned, scores).items():
             out[key] += MENTION_WEIGHT * top * weight * role_factor(rows[key], wanted_roles)
     if COHERENCE:
