@@ -356,6 +356,7 @@ describe("the extension in a real VS Code (code-server + Chromium)", () => {
     await wb.waitForStatus("localidx: READY");
     const history = await wb.statusHistory();
     assert.ok(!history.some((t) => /DAEMON DOWN|ERROR/.test(t)), `the bar showed ${JSON.stringify(history)} on start-up`);
+    assert.ok(history.some((t) => /STARTING/.test(t)), `the bar said it was starting: ${JSON.stringify(history)}`);
     assert.deepEqual(await wb.notifications(), [], "no message on a normal start");
   });
 
