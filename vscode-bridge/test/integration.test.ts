@@ -105,6 +105,19 @@ describe("integration: the client against a real daemon", { skip: executable ? f
     assert.equal(render(fromIndexStatus(status)).text, "$(check) localidx: READY");
   });
 
+  it("reads a repository never indexed as EMPTY (NO INDEX) from `localidx status --json`, whose exit status is 1", async () => {
+    const fresh = path.join(tmp, "fresh");
+    fs.mkdirSync(fresh);
+    fs.writeFileSync(path.join(fresh, "a.py"), "def f():\n    return 1\n");
+    const git = (...args: string[]) => execFileSync("git", args, { cwd: fresh, env, stdio: "pipe" });
+    git("init", "-q");
+    git("add", ".");
+    git("-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-q", "-m", "init");
+    const status = await new Cli({ executable: executable!, cwd: fresh, env }).indexStatus();
+    assert.equal(status.state, "EMPTY");
+    assert.equal(render(fromIndexStatus(status)).text, "$(circle-slash) localidx: NO INDEX");
+  });
+
   it("searches, and the results make quick pick items", async () => {
     const result = await client.request("search/query", { query: "verify token secret", k: 5 });
     assert.ok(result.matches.length > 0);
