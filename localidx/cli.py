@@ -232,7 +232,8 @@ class _Progress:
 @click.option("--wait", "wait_s", type=float, default=0.0, help="Seconds to wait for another indexer to finish.")
 @click.option("--include-kinds", default=None, help="Dry run: count only these chunk kinds (comma-separated).")
 @click.option("--limit-files", type=click.IntRange(min=1), default=None, help="Dry run: stop after this many files.")
-@click.option("--json", "as_json", is_flag=True, help="Print the run's record (or the dry-run report) as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run's record (or the dry-run report) as JSON on "
+              "stdout; progress still goes to stderr (-q: none).")
 @click.option("--workers", type=click.IntRange(min=0), default=None, help="Processes to chunk with (0: every core).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("--no-daemon", is_flag=True, help="Index in this process even when a daemon runs (it holds the "
@@ -257,7 +258,8 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     if kinds or limit_files:
         raise UsageError("--include-kinds and --limit-files only apply to --dry-run")
     # A running daemon holds the write lock: it runs the update (and always embeds) and answers with the run's record.
-    progress = _Progress(quiet or as_json)
+    # Progress goes to stderr with --json too: the record is stdout's, and a long run is not silent.
+    progress = _Progress(quiet)
     try:
         stats = _backend(root, in_git, settings, no_daemon, starts=False).index(
             only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s, progress=progress)
