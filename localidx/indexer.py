@@ -551,7 +551,8 @@ def _write_changes(index: Index, root: Path, settings: Settings, only, embed: bo
 
     batch = _Batch(index, stats, embed, explainer, relations)
     write_started = time.perf_counter()
-    jobs = map_files(chunk_changed_file, candidates, worker_count(settings), crashed_chunking)
+    work_bytes = sum(f.size for f, _rec in changes.changed)
+    jobs = map_files(chunk_changed_file, candidates, worker_count(settings, work_bytes), crashed_chunking)
     for done, (item, job) in enumerate(zip(jobs, candidates), 1):
         progress("chunk", done=done, total=len(candidates), path=item.path)
         rec = records.get(item.path)
