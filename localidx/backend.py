@@ -22,10 +22,11 @@ Invariants:
 
     ``"start"``     the daemon, started when none runs, restarted once when its version or settings differ; never
                     in-process (the MCP server: it must not import lancedb or load a model). Failures raise.
-    ``"auto"``      the daemon when one runs; when none runs (or it runs another version or other settings), one
-                    is started in the background and this call is done in-process meanwhile (a cold daemon loads
-                    lancedb and the model first: waiting for it would be slower than doing the work here), so the
-                    next call finds it warm (the CLI's ``search``, ``context``, ``ask``, ``status``, ``chunks``).
+    ``"auto"``      the daemon when one runs; when none runs (or it runs another version or other settings), this
+                    call is done in-process (a cold daemon loads lancedb and the model first: waiting for it would
+                    be slower than doing the work here) and then one is started in the background (after the work,
+                    so that the two do not share the cores), so the next call finds it warm (the CLI's ``search``,
+                    ``context``, ``ask``, ``status``).
                     Nothing is started while the work tree's write lock is held (a daemon starting, an indexer),
                     or for ``RETRY_START_S`` after a daemon failed to start. Failures of a daemon that answered
                     raise.
@@ -91,6 +92,7 @@ class Backend:
     daemon: DaemonUse
     via: str | None = field(default=None, init=False)  # "daemon" or "in-process": who did the last call's work
     started: bool = field(default=False, init=False)  # a call started the daemon in the background ("auto")
+    _start_after: bool = field(default=False, init=False, repr=False)  # start one once this call's work is done
 
     def __post_init__(self) -> None:
         if self.daemon not in DAEMON_USES:
@@ -196,7 +198,14 @@ class Backend:
                     self.via = "daemon"
                     return result
         self.via = "in-process"
-        return here()
+        result = here()
+        if self._start_after:
+            self._start_after = False
+            try:
+                self.started = start_in_background(self.root, self.in_git, self.settings)
+            except Exception:  # noqa: BLE001 - this call's answer never depends on a daemon starting
+                log.exception("starting the daemon in the background failed")
+        return result
 
     def _daemon(self) -> Client | None:
         """A connection to the daemon this call goes to, or None: do the work here."""
@@ -218,7 +227,8 @@ class Backend:
             return None
 
     def _auto(self) -> Client | None:
-        """"auto": the running daemon, or None after starting one in the background (see the module docstring)."""
+        """"auto": the running daemon, or None: the work is done here and a daemon started after it (see the module
+        docstring)."""
         try:
             return connect(self.root, self.in_git, self.settings, restart=False)
         except VersionMismatch as exc:
@@ -236,10 +246,7 @@ class Backend:
             return None
         except DaemonUnavailable as exc:
             log.debug("no daemon answers (%s)", exc)
-        try:
-            self.started = start_in_background(self.root, self.in_git, self.settings)
-        except Exception:  # noqa: BLE001 - this call's answer never depends on a daemon starting
-            log.exception("starting the daemon in the background failed")
+        self._start_after = True
         return None
 
     def _paths(self):

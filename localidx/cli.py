@@ -65,8 +65,8 @@ def _echo_json(value) -> None:
 def cli() -> None:
     """A local-first code indexer: chunk, index and search the repository you are in.
 
-    search, context, ask, status and chunks answer through the work tree's daemon, which keeps the index and the
-    model warm. When none runs, the command starts one in the background and answers by itself meanwhile (not
+    search, context, ask and status answer through the work tree's daemon, which keeps the index and the model
+    warm. When none runs, the command answers by itself and then starts one in the background for the next (not
     under CI); the daemon stops after an hour without use. --no-daemon, or daemon = "never" in .localidx.toml or
     LOCALIDX_DAEMON=never, keeps every command in its own process."""
 
