@@ -303,6 +303,23 @@ def test_a_search_with_no_daemon_answers_and_starts_one_for_the_next(daemons):
     assert status.returncode == 0 and status.stderr == "" and handled(d, "index/status") == 1
 
 
+HEAVY = ("lancedb", "pyarrow", "numpy", "pandas", "tree_sitter", "onnxruntime", "tokenizers", "pygit2", "pathspec")
+
+
+def test_a_search_through_the_daemon_imports_nothing_heavy(daemons):
+    """The client of a running daemon is thin: the search is the daemon's, and the command imports none of the
+    libraries that do the work (each costs a short command more than its whole answer)."""
+    d = daemons
+    d.start()
+    d.ready()
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "localidx", "search", "verify", "token"],
+                          cwd=d.root, capture_output=True, text=True, timeout=120, env={**os.environ, **d.env})
+    assert proc.returncode == 0 and "auth.py" in proc.stdout, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time")}
+    assert "localidx.client" in imported
+    assert sorted(m for m in imported if m.split(".")[0] in HEAVY) == []
+
+
 def handled(d: Daemons, method: str) -> int:
     """How many ``method`` requests the daemon's debug log says it handled."""
     return sum(f" {method} handled in " in line for line in lifecycle.log_tail(d.paths.log, 2000))
