@@ -27,9 +27,9 @@ Invariants:
                     be slower than doing the work here) and then one is started in the background (after the work,
                     so that the two do not share the cores), so the next call finds it warm (the CLI's ``search``,
                     ``context``, ``ask``, ``status``).
-                    Nothing is started while the work tree's write lock is held (a daemon starting, an indexer),
-                    or for ``RETRY_START_S`` after a daemon failed to start. Failures of a daemon that answered
-                    raise.
+                    Nothing is started for a work tree with nothing indexed (the daemon would index it all,
+                    unasked), while its write lock is held (a daemon starting, an indexer), or for
+                    ``RETRY_START_S`` after a daemon failed to start. Failures of a daemon that answered raise.
     ``"running"``   the daemon when one runs (restarted once when its version or settings differ), else in-process
                     (``index``, and every command under CI or with ``daemon = "running"``).
     ``"never"``     in-process, whatever runs (``--no-daemon``, ``daemon = "never"``).
@@ -202,10 +202,26 @@ class Backend:
         if self._start_after:
             self._start_after = False
             try:
-                self.started = start_in_background(self.root, self.in_git, self.settings)
+                if self._indexed():
+                    self.started = start_in_background(self.root, self.in_git, self.settings)
             except Exception:  # noqa: BLE001 - this call's answer never depends on a daemon starting
                 log.exception("starting the daemon in the background failed")
         return result
+
+    def _indexed(self) -> bool:
+        """Whether the work tree has an index: a daemon started for one that has none would index it all, unasked
+        (its first job is a full pass)."""
+        from localidx.store.catalog import Catalog
+        from localidx.store.paths import index_paths
+
+        path = index_paths(self.root, self.in_git, self.settings.home).catalog
+        if not path.exists():
+            return False
+        catalog = Catalog(path, create=False)
+        try:
+            return catalog.count() > 0
+        finally:
+            catalog.close()
 
     def _daemon(self) -> Client | None:
         """A connection to the daemon this call goes to, or None: do the work here."""

@@ -208,6 +208,14 @@ def test_the_auto_policy_answers_in_process_and_leaves_a_daemon_for_the_next_cal
     assert second.search("verify token", k=3) == plain(found) and second.via == "daemon" and not second.started
 
 
+def test_the_auto_policy_starts_no_daemon_for_a_work_tree_with_nothing_indexed(repo):
+    """Its first job would be to index everything: a `status` must not set that off."""
+    root, _pids = repo
+    call = backend(root, "auto")
+    assert call.status()["state"] == "EMPTY" and call.via == "in-process" and not call.started
+    assert not lifecycle.daemon_paths(root, True, load_settings(root)).log.exists()
+
+
 def test_the_auto_policy_starts_nothing_while_the_index_is_held(repo):
     """An indexer (or a daemon on its way up) holds the write lock: a second daemon would only wait for it."""
     from localidx.lock import WriteLock
