@@ -131,6 +131,21 @@ def test_the_cli_policy_restarts_a_daemon_whose_settings_were_edited(repo):
     assert not lifecycle.pid_alive(old["pid"])
 
 
+def test_the_auto_policy_restarts_a_daemon_whose_settings_were_edited_after_answering(repo, capfd):
+    """Another daemon's settings: it is stopped, this call is answered here, and a daemon with the new settings is
+    started after it, for the next call."""
+    root, pids = repo
+    old = backend(root, "start").status()["daemon"]
+    pids.add(old["pid"])
+    (root / ".localidx.toml").write_text("daemon_release_s = 120\n")
+    call = backend(root, "auto")
+    assert call.search("verify token", k=1)["matches"][0]["path"] == "auth.py"
+    assert call.via == "in-process" and call.started and not lifecycle.pid_alive(old["pid"])
+    assert "restarting the daemon in the background" in capfd.readouterr().err
+    new = _wait_for_daemon(root, pids)
+    assert new["pid"] != old["pid"] and new["daemon"]["release_after_s"] == 120
+
+
 @pytest.mark.parametrize("daemon", ["of another version", "silent"])
 def test_the_hook_policy_works_in_process_when_the_daemon_does_not_answer(repo, daemon):
     """A daemon of another version is not restarted by a hook, and one that takes the request but stays silent is
