@@ -29,12 +29,24 @@ def _settings(root: Path | None, **overrides):
     return load_settings(root, overrides)
 
 
-def _backend(root: Path, in_git: bool, settings):
-    """The work tree's operations as the CLI does them: through its daemon when one already runs (a warm model, no
-    lancedb import here), else in this process; a command never starts a daemon."""
-    from localidx.backend import Backend
+def _backend(root: Path, in_git: bool, settings, no_daemon: bool = False, starts: bool = True):
+    """The work tree's operations as the CLI does them: through its daemon when one runs (a warm model, no lancedb
+    import here); when none runs, one is started in the background for the next command while this one does its
+    work itself (``starts``; never under CI, with ``daemon = "running"`` or for ``index``); ``--no-daemon`` and
+    ``daemon = "never"``: this process only (``localidx.backend.command_policy``)."""
+    from localidx.backend import Backend, command_policy
 
-    return Backend(root, in_git, settings, daemon="running")
+    return Backend(root, in_git, settings, daemon=command_policy(settings, no_daemon, starts))
+
+
+def _say_if_started(backend) -> None:
+    if backend.started:
+        click.echo("localidx: started this work tree's daemon in the background: the next commands answer from it "
+                   "(`localidx daemon stop` stops it; --no-daemon or daemon = \"never\" starts none)", err=True)
+
+
+_NO_DAEMON = click.option("--no-daemon", is_flag=True, help="Do the work in this process: use no daemon and start "
+                          "none (the setting daemon = \"never\" does this always).")
 
 
 def _repo_relative(root: Path, path: Path) -> str:
@@ -51,7 +63,12 @@ def _echo_json(value) -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="localidx")
 def cli() -> None:
-    """A local-first code indexer: chunk, index and search the repository you are in."""
+    """A local-first code indexer: chunk, index and search the repository you are in.
+
+    search, context, ask and status answer through the work tree's daemon, which keeps the index and the model
+    warm. When none runs, the command answers by itself and then starts one in the background for the next (not
+    under CI); the daemon stops after an hour without use. --no-daemon, or daemon = "never" in .localidx.toml or
+    LOCALIDX_DAEMON=never, keeps every command in its own process."""
 
 
 @cli.command()
@@ -215,11 +232,14 @@ class _Progress:
 @click.option("--wait", "wait_s", type=float, default=0.0, help="Seconds to wait for another indexer to finish.")
 @click.option("--include-kinds", default=None, help="Dry run: count only these chunk kinds (comma-separated).")
 @click.option("--limit-files", type=click.IntRange(min=1), default=None, help="Dry run: stop after this many files.")
-@click.option("--json", "as_json", is_flag=True, help="Print the run's record (or the dry-run report) as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run's record (or the dry-run report) as JSON on "
+              "stdout; progress still goes to stderr (-q: none).")
 @click.option("--workers", type=click.IntRange(min=0), default=None, help="Processes to chunk with (0: every core).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("--no-daemon", is_flag=True, help="Index in this process even when a daemon runs (it holds the "
+              "index: the command then waits --wait seconds, or says who holds it).")
 def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_s: float, include_kinds: str | None,
-          limit_files: int | None, as_json: bool, workers: int | None, quiet: bool) -> None:
+          limit_files: int | None, as_json: bool, workers: int | None, quiet: bool, no_daemon: bool) -> None:
     """Index the repository (or only PATH inside it): chunk what changed, embed what is new."""
     from localidx.discover import find_root
     from localidx.dryrun import dry_run as run_dry
@@ -238,10 +258,11 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     if kinds or limit_files:
         raise UsageError("--include-kinds and --limit-files only apply to --dry-run")
     # A running daemon holds the write lock: it runs the update (and always embeds) and answers with the run's record.
-    progress = _Progress(quiet or as_json)
+    # Progress goes to stderr with --json too: the record is stdout's, and a long run is not silent.
+    progress = _Progress(quiet)
     try:
-        stats = _backend(root, in_git, settings).index(only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s,
-                                                       progress=progress)
+        stats = _backend(root, in_git, settings, no_daemon, starts=False).index(
+            only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s, progress=progress)
     finally:
         progress.close()
     if as_json:
@@ -267,12 +288,15 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
 @cli.command(epilog="Exit status: 0 when something is indexed (READY, STALE, INDEXING), 1 when nothing is yet (EMPTY), "
              "2 when the index is DAMAGED (`localidx index` repairs it) or the settings are bad, 3 for a bug.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-def status(as_json: bool) -> None:
+@_NO_DAEMON
+def status(as_json: bool, no_daemon: bool) -> None:
     """Where the index is, what it holds, and whether it is up to date (READY, STALE, EMPTY, INDEXING, DAMAGED)."""
     from localidx.discover import find_root
 
     root, in_git = find_root(Path.cwd())
-    report = _backend(root, in_git, _settings(root)).status()
+    backend = _backend(root, in_git, _settings(root), no_daemon)
+    report = backend.status()
+    _say_if_started(backend)
     report.pop("daemon", None)  # the same report either way; `localidx daemon status` shows the daemon
     if as_json:
         _echo_json(report)
@@ -359,8 +383,9 @@ def _print_dry_run(report) -> None:
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Highlight the query's terms (auto: on a terminal, unless NO_COLOR is set).")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"matches\": [...]} as JSON.")
+@_NO_DAEMON
 def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path_glob: str | None, kind: str | None,
-           all_repos: bool, files: bool, color: str, as_json: bool) -> None:
+           all_repos: bool, files: bool, color: str, as_json: bool, no_daemon: bool) -> None:
     """Search the index for QUERY (the remaining words, quoted or not): BM25 and vectors fused; prints
     path:start-end, symbol, score, the query's similarity to the chunk, and the lines that matched (with --files:
     one line per file, its best match and how many matches it holds). A match counts when a query word matched or
@@ -378,8 +403,10 @@ def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path
                                     path_glob=path_glob, kind=kind, files=files)
     else:
         root, in_git = find_root(Path.cwd())
-        response = _backend(root, in_git, _settings(root)).search(query, k=k, mode=mode, language=language,
-                                                                  path_glob=path_glob, kind=kind, files=files)
+        backend = _backend(root, in_git, _settings(root), no_daemon)
+        response = backend.search(query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind,
+                                  files=files)
+        _say_if_started(backend)
     from localidx.highlight import use_color
 
     _print_matches(response, as_json, files, mode, query, use_color(color, sys.stdout.isatty()))
@@ -435,6 +462,7 @@ _CONTEXT_OPTIONS = [
     click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style)."),
     click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...)."),
     click.option("--all-repos", is_flag=True, help="Every repository in the per-user registry (`localidx repos`)."),
+    _NO_DAEMON,
 ]
 
 
@@ -445,7 +473,7 @@ def _context_options(func):
 
 
 def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, language, path_glob, kind,
-                all_repos: bool) -> dict:
+                all_repos: bool, no_daemon: bool = False) -> dict:
     """The context pack: from every registered repository, from this work tree's daemon, or in-process."""
     from localidx.discover import find_root
 
@@ -460,7 +488,10 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
 
         return build_context_all_repos(question, settings=_settings(_root_or_none()), **options)
     root, in_git = find_root(Path.cwd())
-    return _backend(root, in_git, _settings(root)).context(question, **options)
+    backend = _backend(root, in_git, _settings(root), no_daemon)
+    pack = backend.context(question, **options)
+    _say_if_started(backend)
+    return pack
 
 
 def _report_pack(pack: dict) -> None:
@@ -485,13 +516,13 @@ def _report_pack(pack: dict) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole response (matches, augmentedPrompt, "
               "instructions, appliedModules, warnings, ...) as JSON.")
 def context(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, language, path_glob, kind,
-            all_repos: bool, as_json: bool) -> None:
+            all_repos: bool, no_daemon: bool, as_json: bool) -> None:
     """Build a context pack for QUESTION (the remaining words, quoted or not): the question plus the code that answers it, cited as path:lines, within
     a token budget. Plain output is the augmented prompt, ready to pipe into any LLM."""
     if kind:
         _parse_kinds(kind)
     pack = _build_pack(" ".join(question), profile, max_tokens, top_k, turns, locale, language, path_glob, kind,
-                       all_repos)
+                       all_repos, no_daemon)
     if as_json:
         _echo_json(pack)
         if pack.get("noResultsReason") == "INDEX_NOT_READY":
@@ -509,7 +540,7 @@ def context(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale
 @_context_options
 @click.option("--json", "as_json", is_flag=True, help="Print {answer, pack} as JSON.")
 def ask(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos: bool,
-        as_json: bool) -> None:
+        no_daemon: bool, as_json: bool) -> None:
     """Answer QUESTION (the remaining words, quoted or not) with the configured OpenAI-compatible LLM (llama.cpp,
     Ollama, ...) from a context pack. Without one configured, prints the pack and how to configure one."""
     from localidx import llm
@@ -517,7 +548,8 @@ def ask(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, la
 
     if kind:
         _parse_kinds(kind)
-    pack = _build_pack(" ".join(question), profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos)
+    pack = _build_pack(" ".join(question), profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos,
+                       no_daemon)
     settings = _settings(_root_or_none())
     if not llm.configured(settings):
         if as_json:

@@ -52,6 +52,9 @@ class Settings:
     daemon_max_connections: int = 1000  # open connections the daemon serves; more are answered "overloaded"
     watch: bool = True  # the daemon watches the work tree (else only hooks and requests reach it)
     watch_debounce_s: float = 0.3  # quiet time before a burst of file events becomes one batch
+    # Whether the CLI's commands go through the work tree's daemon: "auto" (use it, and start it in the background
+    # when none runs, except under CI), "running" (use one that runs, start none) or "never" (this process only).
+    daemon: str = "auto"
     # Retrieval: the profile `localidx context`, `ask` and the MCP tools use when none is named
     # (profiles are defined in localidx/data/profiles.toml and [profiles.<name>] tables of .localidx.toml).
     profile: str = "balanced"
@@ -91,10 +94,11 @@ _TIB = 1 << 40
 
 # Every setting's limits. Numbers outside them, and values of another type, are refused with one line naming the
 # setting, where it came from and what it may be: a value localidx would only misread is never taken silently.
-# Settings only a client reads (the LLM that `ask` and query rewriting call): a client that differs in these alone
-# is served by the running daemon as it is. With ``summarize`` on, the daemon's indexing calls the LLM too, and they
-# count.
-CLIENT_ONLY = ("llm_base_url", "llm_model", "llm_api_key_env", "llm_timeout_s")
+# Settings only a client reads (whether to use a daemon; the LLM that `ask` and query rewriting call): a client that
+# differs in these alone is served by the running daemon as it is. With ``summarize`` on, the daemon's indexing calls
+# the LLM too, and the LLM's settings count.
+CLIENT_ONLY = ("daemon", "llm_base_url", "llm_model", "llm_api_key_env", "llm_timeout_s")
+DAEMON_CHOICES = ("auto", "running", "never")
 
 
 def setting_digests(settings: "Settings") -> dict[str, str]:
@@ -104,8 +108,8 @@ def setting_digests(settings: "Settings") -> dict[str, str]:
     import json
 
     values = dataclasses.asdict(settings)
-    if not settings.summarize:
-        for name in CLIENT_ONLY:
+    for name in CLIENT_ONLY:
+        if not (settings.summarize and name.startswith("llm_")):
             values.pop(name)
     return {name: hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8", "surrogatepass"))
             .hexdigest()[:8] for name, value in sorted(values.items())}
@@ -151,6 +155,7 @@ RULES: dict[str, _Rule] = {
     "daemon_max_connections": _Rule(1, 1_000_000),
     "watch": _Rule(),
     "watch_debounce_s": _Rule(0, 60),
+    "daemon": _Rule(check=lambda v: v in DAEMON_CHOICES, allowed='"auto", "running" or "never"'),
     "profile": _Rule(check=bool, allowed="a profile name (not empty)"),
     "llm_base_url": _Rule(check=lambda v: not v or v.startswith(("http://", "https://")),
                           allowed='an http:// or https:// URL, or "" for no LLM'),

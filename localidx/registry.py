@@ -27,7 +27,6 @@ import fcntl
 import json
 import logging
 import os
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -124,6 +123,8 @@ def _read(path: Path) -> tuple[list[Entry], list[str]]:
 
 
 def _write(path: Path, entries: list[Entry]) -> None:
+    import tempfile  # here: every index run reads the registry, few write it
+
     data = {"version": FORMAT_VERSION, "repos": [e.to_dict() for e in sorted(entries, key=lambda e: e.name)]}
     fd, tmp = tempfile.mkstemp(prefix=".registry-", suffix=".tmp", dir=path.parent)
     try:

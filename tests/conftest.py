@@ -19,6 +19,9 @@ from localidx import __version__, protocol
 from localidx.daemon import lifecycle
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# No test starts a daemon it did not ask for: the CLI uses a daemon a test started, and starts none by itself (tests
+# of the automatic start set LOCALIDX_DAEMON=auto for their own commands).
+os.environ["LOCALIDX_DAEMON"] = "running"
 
 # Every process the test run starts inherits this marker; at the end, any process still carrying it is a survivor.
 RUN_MARKER_ENV = "LOCALIDX_TEST_RUN"

@@ -281,6 +281,73 @@ def test_localidx_sock_names_the_socket(daemons, run_dir):
     assert not sock.exists()
 
 
+AUTO = {"LOCALIDX_DAEMON": "auto", "CI": ""}  # a user's shell: the setting's default, not under CI
+
+
+def test_a_search_with_no_daemon_answers_and_starts_one_for_the_next(daemons):
+    """The first search answers by itself and leaves a daemon starting in the background, which says so on stderr;
+    the next search is answered by that daemon, with the same matches, and starts nothing."""
+    d = daemons
+    assert d.cli("index", "--quiet").returncode == 0
+    env = {**AUTO, "LOCALIDX_DEBUG": "1"}  # the daemon logs each request it handles
+    first = d.cli("search", "verify", "token", "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    assert "started this work tree's daemon in the background" in first.stderr
+    wait_for(lambda: d.cli("daemon", "status").returncode == 0, 60, "the daemon the search started")
+    assert not handled(d, "search/query")
+    second = d.cli("search", "verify", "token", "--json", env=env)
+    assert second.returncode == 0 and second.stderr == ""
+    assert json.loads(second.stdout) == json.loads(first.stdout)
+    assert handled(d, "search/query") == 1
+    status = d.cli("status", "--json", env=env)
+    assert status.returncode == 0 and status.stderr == "" and handled(d, "index/status") == 1
+
+
+HEAVY = ("lancedb", "pyarrow", "numpy", "pandas", "tree_sitter", "onnxruntime", "tokenizers", "pygit2", "pathspec")
+
+
+def test_a_search_through_the_daemon_imports_nothing_heavy(daemons):
+    """The client of a running daemon is thin: the search is the daemon's, and the command imports none of the
+    libraries that do the work (each costs a short command more than its whole answer)."""
+    d = daemons
+    d.start()
+    d.ready()
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "localidx", "search", "verify", "token"],
+                          cwd=d.root, capture_output=True, text=True, timeout=120, env={**os.environ, **d.env})
+    assert proc.returncode == 0 and "auth.py" in proc.stdout, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time")}
+    assert "localidx.client" in imported
+    assert sorted(m for m in imported if m.split(".")[0] in HEAVY) == []
+
+
+def handled(d: Daemons, method: str) -> int:
+    """How many ``method`` requests the daemon's debug log says it handled."""
+    return sum(f" {method} handled in " in line for line in lifecycle.log_tail(d.paths.log, 2000))
+
+
+@pytest.mark.parametrize("how", [("--no-daemon",), ("LOCALIDX_DAEMON=never",), ("CI=true",),
+                                 ("LOCALIDX_DAEMON=running",)])
+def test_no_daemon_is_started_when_told_not_to_or_under_ci(daemons, how):
+    d = daemons
+    assert d.cli("index", "--quiet").returncode == 0
+    env = dict(AUTO, **dict(item.split("=", 1) for item in how if "=" in item))
+    flags = [item for item in how if item.startswith("--")]
+    proc = d.cli("search", "verify", "token", *flags, env=env)
+    assert proc.returncode == 0 and "auth.py" in proc.stdout and proc.stderr == ""
+    time.sleep(1.0)  # a daemon started in the background would have written its log by now
+    assert not d.paths.log.exists() and d.cli("daemon", "status").returncode == 1
+
+
+def test_no_daemon_keeps_the_work_in_this_process_while_a_daemon_runs(daemons):
+    d = daemons
+    d.start(env={"LOCALIDX_DEBUG": "1"})
+    d.ready()
+    proc = d.cli("search", "verify", "token", "--json", "--no-daemon", env=AUTO)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["matches"][0]["path"] == "auth.py"
+    assert not handled(d, "search/query")
+    assert d.cli("search", "verify", "token", env=AUTO).returncode == 0 and handled(d, "search/query") == 1
+
+
 def test_index_goes_through_the_running_daemon(daemons):
     d = daemons
     d.start()

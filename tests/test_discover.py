@@ -92,6 +92,24 @@ def test_find_root_from_subdirectory_and_outside_git(tmp_path, plain):
         find_root(plain / "missing")
 
 
+def test_work_tree_found_without_pygit2_agrees_with_pygit2(tmp_path, plain):
+    """The plain ``.git`` walk (what a search through a daemon uses) names the root and the shared git dir pygit2
+    names: a main work tree, a linked worktree, a submodule; where the files say something unusual it does not
+    answer, and pygit2 does."""
+    other = make_repo(tmp_path / "other", {"lib.py": "z\n"})
+    repo = make_repo(tmp_path / "r", {"src/pkg/mod.py": "x = 1\n"})
+    git(repo, "worktree", "add", "-q", str(tmp_path / "linked"))
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(other), "vendored")
+    for start in (repo, repo / "src" / "pkg", tmp_path / "linked", repo / "vendored"):
+        opened = gitrepo.open_repo(start)
+        assert gitrepo.find_work_tree(start) == (gitrepo.work_root(opened), gitrepo.common_dir(opened))
+    assert gitrepo.find_work_tree(tmp_path / "linked")[1] == (repo / ".git").resolve()
+    assert gitrepo.find_work_tree(plain) is None
+    git(repo, "config", "core.worktree", str(tmp_path))  # the work tree is not where .git is: left to pygit2
+    assert gitrepo.find_work_tree(repo / "src") is None
+    assert find_root(repo / "src") == (tmp_path.resolve(), True)
+
+
 def test_deleted_tracked_file_not_listed(tmp_path):
     repo = make_repo(tmp_path / "r", {"keep.py": "a\n", "gone.py": "b\n"})
     (repo / "gone.py").unlink()

@@ -41,6 +41,7 @@ from localidx.errors import ConfigError
 log = logging.getLogger(__name__)
 
 STATUS_NAME = "daemon.json"
+FAILED_NAME = "daemon.failed"  # when the last start failed (the log says why); removed once a daemon listens
 LOG_NAME = "daemon.log"
 SOCK_ENV = "LOCALIDX_SOCK"
 FAKE_VERSION_ENV = "LOCALIDX_FAKE_VERSION"
@@ -168,6 +169,18 @@ def write_status(path: Path, info: dict) -> None:
         json.dump(info, fh, indent=2)
         fh.write("\n")
     os.replace(tmp, path)
+
+
+def record_start_failure(paths: DaemonPaths) -> None:
+    """Note that a daemon failed to start now (a command that would start one in the background waits a while)."""
+    write_status(paths.worktree / FAILED_NAME, {"pid": os.getpid(), "socket": str(paths.socket), "at": time.time()})
+
+
+def start_failure(paths: DaemonPaths) -> float | None:
+    """When (epoch seconds) a daemon last failed to start, unless one has listened since; None when none failed."""
+    found = read_status(paths.worktree / FAILED_NAME)
+    at = found.get("at") if found else None
+    return float(at) if isinstance(at, (int, float)) else None
 
 
 def unlink_quietly(path: Path) -> bool:

@@ -947,26 +947,38 @@ def run_daemon(root: Path, in_git: bool, settings: Settings, log_to_stderr: bool
     """Serve the work tree at ``root`` until stopped (``localidx daemon run``); see the module docstring.
 
     Raises LocalidxError when another daemon already serves it, the socket dir is unsafe, or the lock is held."""
-    from localidx.lock import WriteLock
+    from localidx.lock import IndexBusy, WriteLock
     from localidx.store.paths import index_paths
 
     if "MALLOC_ARENA_MAX" not in os.environ:
         memory.limit_arenas()  # a daemon started by hand; lifecycle.spawn sets the variable for its own
     paths = lifecycle.daemon_paths(root, in_git, settings)
     ipaths = index_paths(root, in_git, settings.home)
-    lifecycle.check_socket_dir(paths.socket, create=True)
+    try:
+        lifecycle.check_socket_dir(paths.socket, create=True)
+    except LocalidxError:
+        lifecycle.record_start_failure(paths)  # commands start none in the background for a while
+        raise
     status = lifecycle.read_status(paths.status)
     if status is not None and lifecycle.socket_listening(Path(status["socket"])):
         raise LocalidxError(f"a daemon already serves {root} (pid {status['pid']}, socket {status['socket']})")
     handlers = _setup_logging(paths.log, log_to_stderr)
+    listened: list[bool] = []
     try:
         with WriteLock(paths.lock, wait_s=LOCK_WAIT_S):
-            _serve(root, in_git, settings, paths, ipaths)
+            _serve(root, in_git, settings, paths, ipaths, on_listening=lambda: listened.append(True))
+    except IndexBusy as exc:  # another process holds the index: not this daemon's failure
+        log.error("cannot serve %s: %s", root, exc)
+        raise
     except LocalidxError as exc:
         log.error("cannot serve %s: %s", root, exc)  # one line: the client that started it shows the last one
+        if not listened:
+            lifecycle.record_start_failure(paths)  # commands start none in the background for a while
         raise
     except Exception:
         log.exception("the daemon failed")
+        if not listened:
+            lifecycle.record_start_failure(paths)
         raise
     finally:
         for handler in handlers:
@@ -974,7 +986,8 @@ def run_daemon(root: Path, in_git: bool, settings: Settings, log_to_stderr: bool
             handler.close()
 
 
-def _serve(root: Path, in_git: bool, settings: Settings, paths: lifecycle.DaemonPaths, ipaths) -> None:
+def _serve(root: Path, in_git: bool, settings: Settings, paths: lifecycle.DaemonPaths, ipaths,
+           on_listening=lambda: None) -> None:
     from localidx.daemon.model import SharedModel
     from localidx.daemon.writer import Writer
     from localidx.embed import get_embedder
@@ -1001,6 +1014,8 @@ def _serve(root: Path, in_git: bool, settings: Settings, paths: lifecycle.Daemon
     watcher = None
     try:
         daemon.listen()
+        lifecycle.unlink_quietly(paths.worktree / lifecycle.FAILED_NAME)
+        on_listening()
         watcher = _start_watcher(daemon, writer)
         daemon.serve()
     finally:

@@ -136,6 +136,9 @@ def find_root(start: Path) -> tuple[Path, bool]:
     start = Path(start)
     if not start.exists():
         raise UsageError(f"no such file or directory: {start}")
+    found = gitrepo.find_work_tree(start)  # the plain case without importing pygit2
+    if found is not None:
+        return found[0], True
     repo = gitrepo.open_repo(start)
     if repo is not None:
         return gitrepo.work_root(repo), True

@@ -89,8 +89,12 @@ def index_paths(root: Path, in_git: bool, home: str = "") -> IndexPaths:
     elif in_git:
         from localidx import gitrepo
 
-        repo = gitrepo.open_repo(root)
-        state = gitrepo.common_dir(repo) / "localidx" if repo is not None else _user_state(root)
+        found = gitrepo.find_work_tree(root)
+        if found is not None:
+            state = found[1] / "localidx"
+        else:
+            repo = gitrepo.open_repo(root)
+            state = gitrepo.common_dir(repo) / "localidx" if repo is not None else _user_state(root)
     else:
         state = _user_state(root)
     return IndexPaths(root=root, state=state, worktree_key=_key(root))
