@@ -89,6 +89,19 @@ describe("integration: the client against a real daemon", { skip: executable ? f
     }
   });
 
+  it("reads the index's status without starting a daemon, as the status bar does while none runs", async () => {
+    // The CLI starts a daemon by default outside CI; the status bar's refresh must not start again one that stopped.
+    const outsideCi = { ...env };
+    delete outsideCi.CI;
+    delete outsideCi.LOCALIDX_DAEMON;
+    const status = await new Cli({ executable: executable!, cwd: repo, env: outsideCi }).indexStatus();
+    assert.equal(status.state, "READY");
+    for (let i = 0; i < 10; i++) {
+      assert.equal((await cli.status()).running, false, "no daemon was started");
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+  });
+
   it("starts the daemon and finds it through `localidx daemon status --json`", async () => {
     const before = await cli.status();
     assert.equal(before.running, false);
