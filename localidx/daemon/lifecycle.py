@@ -9,8 +9,11 @@ Cheap to import (no lancedb, no tree-sitter): the CLI and the git hooks use it o
 - **Socket**: ``$LOCALIDX_SOCK`` if set, else ``$XDG_RUNTIME_DIR/localidx/<worktree key>.sock``, else
   ``/tmp/localidx-<uid>/<worktree key>.sock``. The directory must be ours and private: localidx creates its own
   runtime dir with mode 0700 and refuses one owned by someone else or writable by group or others (whoever can
-  write there could put a socket of their own in our place). ``sun_path`` holds 104 bytes on macOS and the BSDs
-  (108 on Linux), so a long name is replaced by a hash of it.
+  write there could put a socket of their own in our place). Anyone can make ``/tmp/localidx-<uid>`` before us: when
+  that one is not ours, the runtime dir is ``run`` in the per-user cache dir instead (under the home directory, where
+  no one else can make it), so another user cannot turn the daemon off. ``sun_path`` holds 104 bytes on macOS and
+  the BSDs (108 on Linux), so a long name is replaced by a hash of it. Every client checks the directory before it
+  connects (``daemon stop`` too), and ``stop`` believes only the pid the kernel reports for the socket's peer.
 - **Stale state**: a crash leaves the status file and the socket behind. They are stale when nothing listens on the
   socket and the work tree's write lock is free (a live daemon holds it from before it listens until it exits);
   ``clean_stale`` removes them. A daemon that holds the lock but does not answer is busy or hung, not dead, and is
@@ -86,12 +89,48 @@ def daemon_paths(root: Path, in_git: bool, settings: Settings) -> DaemonPaths:
 
 
 def runtime_dir() -> Path:
-    """localidx's own runtime dir: under ``$XDG_RUNTIME_DIR``, else a per-user dir in /tmp."""
+    """localidx's own runtime dir: under ``$XDG_RUNTIME_DIR``, else a per-user dir in /tmp, else (that one made by
+    someone else) ``run`` in the per-user cache dir."""
     xdg = os.environ.get("XDG_RUNTIME_DIR", "")
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "localidx"
     # Not tempfile.gettempdir(): $TMPDIR can be long enough (macOS) to break the socket path limit.
-    return Path("/tmp") / f"localidx-{os.getuid()}"
+    tmp = Path("/tmp") / f"localidx-{os.getuid()}"
+    if _private_or_absent(tmp):
+        return tmp
+    return fallback_runtime_dir()
+
+
+def fallback_runtime_dir() -> Path:
+    """The runtime dir when ``/tmp/localidx-<uid>`` is taken by someone else: under the user's cache dir."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("localidx")) / "run"
+
+
+def _private_or_absent(directory: Path) -> bool:
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def peer_pid(sock: socket.socket) -> int | None:
+    """The pid of the process at the other end of a connected Unix socket, as the kernel reports it (None where
+    it cannot say); a pid the peer states itself proves nothing."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    import struct
+
+    try:
+        pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    except OSError:
+        return None
+    return pid if uid == os.getuid() else None
 
 
 def socket_path(worktree_key: str) -> Path:
@@ -120,10 +159,12 @@ def check_socket_dir(sock: Path, create: bool) -> None:
     own = directory == runtime_dir() and not os.environ.get(SOCK_ENV)
     if create:
         try:
-            if own:
+            if own and directory != fallback_runtime_dir():
                 os.mkdir(directory, 0o700)  # not parents: $XDG_RUNTIME_DIR is the login's, made by the system
             else:
-                directory.mkdir(mode=0o700, parents=True)
+                from localidx.private import private_dir
+
+                private_dir(directory)
         except FileExistsError:
             pass
         except OSError as exc:
