@@ -1,7 +1,16 @@
 """Secret redaction: the last thing the chunker does to a file's text before anything is stored or embedded.
 
-Flow: discover → parse → chunk → **redact** → enrich → embed → store. Every text that leaves the chunker (chunk
-text, import lines, signatures, docs) has been through ``redact``; opted-in ``.env`` files go through ``redact_env``.
+Flow: discover → parse → chunk → **redact** → enrich → embed → store. Two passes, one function:
+
+- the chunker redacts a file's whole text before cutting it (``redact``; opted-in ``.env`` files ``redact_env``), so
+  a secret split across chunks (a private key block) is found whole;
+- ``scrub_chunks``, the choke point, runs in ``chunk.finalize`` over every text field of every chunk of a file and
+  of what the file shares with them, before ids, hashes and the [META] header are made: text, symbol, title,
+  signature, doc, decorators, calls, symbols, tags, imports, module doc, endpoints, then the [META] header itself.
+  Those come from the parser, which reads the file's bytes, and from summaries built from them: they need their own
+  pass. Everything stored (the chunk table, call relations, the catalog) and served comes from these fields.
+- the LLM's explanations (``localidx.explain``), the reasons of the catalog's problems and the log records of the
+  daemon and the hooks (``LogFilter``) pass ``redact`` too.
 
 Invariants:
 - A secret is replaced by the literal ``«redacted:KIND»`` followed by the line breaks the secret covered, so the text
@@ -12,9 +21,15 @@ Invariants:
 - The common case is cheap: one regex pass over the lower-cased text finds every hint and keyword at once; a text
   with none costs that pass and nothing more (50-60 MB/s on one core over the CPython standard library).
 
-Kinds: aws_access_key, aws_secret_key, private_key, github_token, gitlab_token, slack_token, stripe_key,
-anthropic_key, openai_key, google_api_key, npm_token, jwt, connection_string (the password of ``scheme://user:pw@host``
-only), and from assignments password, secret, token, api_key.
+Kinds: aws_access_key, aws_secret_key, private_key (PEM blocks, PuTTY ``.ppk`` private lines, age keys),
+github_token, gitlab_token, slack_token, slack_webhook, discord_webhook, azure_key (``AccountKey=``,
+``SharedAccessKey=``, a SAS ``sig=``), sendgrid_key, mailgun_key, mailchimp_key, shopify_token, pypi_token,
+square_token, telegram_token, databricks_token, digitalocean_token, vault_token, google_oauth, atlassian_token,
+huggingface_token, postman_key, linear_key, nuget_key, stripe_key, anthropic_key, openai_key, google_api_key,
+npm_token, jwt, basic_auth (``Basic <base64 of user:pw>``), connection_string (the password of
+``scheme://user:pw@host`` only), password on a command line (``mysql -pPW``, ``sshpass -p PW``, ``--password=PW``,
+``curl -u user:PW``), token (``Bearer <token>``), and from assignments password, secret, token, api_key. The shapes
+are written from the providers' published token formats.
 
 What counts as a secret value in an assignment (``password = "..."``, ``"token": "..."``, ``API_KEY=...``, YAML
 ``secret: ...``): a literal of at least 8 characters, without whitespace, that is not a placeholder (``<your-token>``,
@@ -52,7 +67,7 @@ class Redaction:
 class _Pattern:
     kind: str
     regex: re.Pattern
-    group: int  # the group holding the secret; 0 = the whole match
+    group: int | tuple[int, ...]  # the group holding the secret (the first that matched, of several); 0 = the whole match
     hints: tuple[str, ...]  # lower-case literals, one of which must occur in the lower-cased text for the regex to run
     check: Callable[[str], bool] | None = None  # a further test on the secret text
 
@@ -64,6 +79,24 @@ def _letters_and_digits(value: str) -> bool:
 def _real_password(value: str) -> bool:
     # "user:password@", "myuser:mypassword@" in docs and examples are not secrets.
     return not _is_placeholder(value) and "password" not in value.lower()
+
+
+def _basic_credentials(value: str) -> bool:
+    """Whether ``value`` is base64 of ``user:password`` (what HTTP Basic authentication sends)."""
+    import base64
+    import binascii
+
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    user, colon, password = decoded.partition(":")
+    return bool(colon and password) and decoded.isprintable() and not _is_placeholder(password)
+
+
+def _random_token(value: str) -> bool:
+    """A bearer token or a command-line password: not a placeholder, not a variable, not plain words."""
+    return _looks_secret(value.strip("'\""))
 
 
 # Ordered most specific first: where two matches overlap, the earlier row wins (an ``sk-ant-`` key inside
@@ -120,6 +153,89 @@ _PATTERNS: tuple[_Pattern, ...] = (
         ("eyj",),
     ),
     _Pattern(
+        "private_key",
+        # PuTTY's .ppk: the private half is the base64 lines after "Private-Lines: N", and the MAC after them.
+        re.compile(r"(?m)^Private-Lines:[ \t]*\d+[ \t]*\r?\n((?:[A-Za-z0-9+/=]+[ \t]*(?:\r?\n|\Z))+)"
+                   r"(?:Private-(?:MAC|Hash):[ \t]*[0-9a-fA-F]+)?"),
+        0,
+        ("private-lines:",),
+    ),
+    _Pattern("private_key", re.compile(r"(?<![\w-])AGE-SECRET-KEY-1[0-9A-Z]{58}(?![0-9A-Z])"), 0,
+             ("age-secret-key-1",)),
+    _Pattern(
+        "slack_webhook",
+        re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/-]{20,})"),
+        1,
+        ("hooks.slack.com/",),
+    ),
+    _Pattern("discord_webhook", re.compile(r"discord(?:app)?\.com/api/webhooks/\d+/([A-Za-z0-9_-]{30,})"), 1,
+             ("/api/webhooks/",)),
+    _Pattern(
+        "azure_key",
+        # Storage and Service Bus connection strings, and the signature of a shared access signature URL.
+        re.compile(r"(?i:accountkey|sharedaccesskey)=([A-Za-z0-9+/]{30,}={0,2})|[?&]sig=([A-Za-z0-9%+/]{30,}={0,2})"),
+        (1, 2),
+        ("accountkey=", "sharedaccesskey=", "sig="),
+    ),
+    _Pattern("sendgrid_key", re.compile(r"(?<![\w-])SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,50}"), 0, ("sg.",)),
+    _Pattern("mailgun_key", re.compile(r"(?<![\w-])key-[0-9a-f]{32}(?![0-9a-f])"), 0, ("key-",)),
+    _Pattern("mailchimp_key", re.compile(r"(?<![\w-])[0-9a-f]{32}-us\d{1,2}(?![\w-])"), 0, ("-us",)),
+    _Pattern("shopify_token", re.compile(r"(?<![\w-])shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"), 0, ("shpat_", "shpca_",
+                                                                                         "shppa_", "shpss_")),
+    _Pattern("pypi_token", re.compile(r"(?<![\w-])pypi-AgE[A-Za-z0-9_-]{50,}"), 0, ("pypi-age",)),
+    _Pattern("square_token", re.compile(r"(?<![\w-])(?:sq0atp-[0-9A-Za-z_-]{22}|sq0csp-[0-9A-Za-z_-]{43}|"
+                                        r"EAAA[A-Za-z0-9_-]{60})"), 0, ("sq0atp-", "sq0csp-", "eaaa")),
+    _Pattern("telegram_token", re.compile(r"(?<![\w:])\d{8,10}:AA[0-9A-Za-z_-]{33}(?![\w-])"), 0, (":aa",)),
+    _Pattern("databricks_token", re.compile(r"(?<![\w-])dapi[0-9a-f]{32}(?:-\d)?(?![0-9a-f])"), 0, ("dapi",)),
+    _Pattern("digitalocean_token", re.compile(r"(?<![\w-])do[opr]_v1_[a-f0-9]{64}"), 0, ("dop_v1_", "doo_v1_",
+                                                                                       "dor_v1_")),
+    _Pattern("vault_token", re.compile(r"(?<![\w-])(?:hv[sbr]\.[A-Za-z0-9_-]{24,}|[A-Za-z0-9]{14}\.atlasv1\."
+                                       r"[A-Za-z0-9_=-]{60,})"), 0, ("hvs.", "hvb.", "hvr.", ".atlasv1.")),
+    _Pattern("google_oauth", re.compile(r"(?<![\w-])(?:GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[0-9A-Za-z_-]{30,})"), 0,
+             ("gocspx-", "ya29.")),
+    _Pattern("atlassian_token", re.compile(r"(?<![\w-])ATATT3[A-Za-z0-9_=-]{100,}"), 0, ("atatt3",)),
+    _Pattern("huggingface_token", re.compile(r"(?<![\w-])hf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])"), 0, ("hf_",),
+             _letters_and_digits),
+    _Pattern("postman_key", re.compile(r"(?<![\w-])PMAK-[a-f0-9]{24}-[a-f0-9]{34}"), 0, ("pmak-",)),
+    _Pattern("linear_key", re.compile(r"(?<![\w-])lin_api_[A-Za-z0-9]{40}"), 0, ("lin_api_",)),
+    _Pattern("nuget_key", re.compile(r"(?<![\w-])oy2[a-z0-9]{43}(?![a-z0-9])"), 0, ("oy2",), _letters_and_digits),
+    _Pattern("gitlab_token", re.compile(r"(?<![\w-])gl(?:ptt|dt|rt|cbt|oas|soat|imt|agent|ffct)-[A-Za-z0-9_-]{20,}"),
+             0, ("glptt-", "gldt-", "glrt-", "glcbt-", "gloas-", "glsoat-", "glimt-", "glagent-", "glffct-")),
+    _Pattern(
+        "basic_auth",
+        # An HTTP Basic credential anywhere (a header, a curl -H, a config line): base64 that decodes to user:pw.
+        re.compile(r"(?i:\bbasic)[ \t]+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
+        1,
+        ("basic ", "basic\t"),
+        _basic_credentials,
+    ),
+    _Pattern(
+        "token",
+        re.compile(r"(?i:\bbearer)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)(?![A-Za-z0-9._~+/=-])"),
+        1,
+        ("bearer ", "bearer\t"),
+        _random_token,
+    ),
+    _Pattern(
+        "password",
+        # A password on a command line: mysql -pPASSWORD (no blank: -p alone prompts), sshpass -p PW, --password=PW.
+        re.compile(r"(?:\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\r\n|;&]*?[ \t]-p(?!assword)"
+                   r"([^\s'\"-][^\s'\"]*|'[^'\r\n]+'|\"[^\"\r\n]+\")"
+                   r"|\bsshpass[ \t]+-p[ \t]*([^\s'\"-][^\s'\"]*|'[^'\r\n]+'|\"[^\"\r\n]+\")"
+                   r"|--password[= ]([^\s'\"-][^\s'\"]*|'[^'\r\n]+'|\"[^\"\r\n]+\"))"),
+        (1, 2, 3),
+        ("mysql", "mariadb", "sshpass", "--password"),
+        _random_token,
+    ),
+    _Pattern(
+        "password",
+        # curl -u user:password (and --user): the part after the colon.
+        re.compile(r"\bcurl\b[^\r\n|;&]*?[ \t](?:-u|--user)[ \t]*['\"]?[^\s:'\"]*:([^\s'\"]+)"),
+        1,
+        ("curl",),
+        _random_token,
+    ),
+    _Pattern(
         "connection_string",
         # Starts at "://" so the regex engine can jump between literal hits; only the password is the secret.
         re.compile(r"://[^\s:/@\"'<>\[\]]*:([^\s@/\"'<>\[\]]+)@(?=[^\s/\"'<>@])"),
@@ -139,6 +255,7 @@ _SECRET_NAMES: tuple[tuple[str, str], ...] = (
     ("passwords", "password"),
     ("passwd", "password"),
     ("passphrase", "password"),
+    ("pass", "password"),  # db_pass, SMTP_PASS, dbPass: a word of its own only (never bypass, compass)
     ("pwd", "password"),
     ("api?key", "api_key"),
     ("access?key", "api_key"),
@@ -342,7 +459,9 @@ def _find(text: str) -> list[tuple[int, int, str]]:
             continue
         found = []
         for m in pattern.regex.finditer(text):
-            start, end = m.span(pattern.group)
+            group = pattern.group if isinstance(pattern.group, int) else next(
+                (g for g in pattern.group if m.group(g) is not None), 0)
+            start, end = m.span(group)
             if start < end and (pattern.check is None or pattern.check(text[start:end])):
                 found.append((start, end, pattern.kind))
         spans = _merge(spans, found)
@@ -352,6 +471,8 @@ def _find(text: str) -> list[tuple[int, int, str]]:
 
 def _assignment_at(text: str, kw_start: int, kw_end: int, kind: str) -> tuple[int, int, str] | None:
     if not _keyword_ends_word(text, kw_start, kw_end):
+        return None
+    if text[kw_start:kw_end].lower() in _WORD_START_KEYWORDS and not _keyword_starts_word(text, kw_start):
         return None
     tail = _NAME_TAIL.match(text, kw_end)
     if tail is None:
@@ -382,6 +503,16 @@ def _assignment_at(text: str, kw_start: int, kw_end: int, kind: str) -> tuple[in
     if not _looks_secret(text[start:end]):
         return None
     return start, end, kind
+
+
+_WORD_START_KEYWORDS = frozenset({"pass"})  # must start a word of the name too: db_pass, not bypass or compass
+
+
+def _keyword_starts_word(text: str, start: int) -> bool:
+    """Whether the keyword starts a word of the identifier: ``db_pass``, ``dbPass``, ``PASS``; not ``bypass``."""
+    if start == 0 or not text[start - 1].isalpha():
+        return True
+    return text[start - 1].islower() and text[start].isupper()
 
 
 def _keyword_ends_word(text: str, start: int, end: int) -> bool:
@@ -504,3 +635,68 @@ def _apply(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, list[Reda
         pos = end
     pieces.append(text[pos:])
     return "".join(pieces), redactions
+
+
+# -- the choke point ------------------------------------------------------------------------------------------------
+
+_CHUNK_TEXT_FIELDS = ("text", "symbol", "name", "title", "parent", "signature", "doc")
+_CHUNK_LIST_FIELDS = ("symbols", "calls", "decorators")
+
+
+def _clean(value: str) -> str:
+    return redact(value)[0] if value else value
+
+
+def _clean_json(value):
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, list):
+        return [_clean_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clean_json(v) for k, v in value.items()}
+    return value
+
+
+def scrub_chunks(chunks: list, ctx) -> None:
+    """Redact, in place, every text field of a file's draft chunks (``records.Chunk``) and of its ``FileContext``
+    (imports, module doc, endpoints): the one choke point all stored and served text passes (module docstring)."""
+    ctx.imports[:] = [_clean(line) for line in ctx.imports]  # the same list the call relations read
+    ctx.module_doc = _clean(ctx.module_doc)
+    for endpoint in ctx.endpoints:
+        endpoint.path, endpoint.handler = _clean(endpoint.path), _clean(endpoint.handler)
+    for chunk in chunks:
+        for name in _CHUNK_TEXT_FIELDS:
+            value = getattr(chunk, name)
+            cleaned = _clean(value)
+            if cleaned is not value:
+                setattr(chunk, name, cleaned)
+        for name in _CHUNK_LIST_FIELDS:
+            values = getattr(chunk, name)
+            if values:
+                setattr(chunk, name, [_clean(v) for v in values])
+        if chunk.tags:
+            chunk.tags = _clean_json(chunk.tags)
+
+
+def scrub_header(header: str) -> str:
+    """A [META] header made from scrubbed fields, through ``redact`` once more: a secret that only shows when the
+    facts are joined (a signature's default beside its name) goes too."""
+    return _clean(header)
+
+
+class LogFilter:
+    """A ``logging`` filter that redacts every record's message (with its arguments) before a handler writes it:
+    the daemon's and the hooks' log files hold no secret an error message carried."""
+
+    def filter(self, record) -> bool:
+        message = record.getMessage()
+        cleaned = _clean(message)
+        if cleaned is not message:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            import logging
+
+            record.exc_text = _clean(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = _clean(record.exc_text)
+        return True

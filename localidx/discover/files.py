@@ -80,7 +80,7 @@ LOCK_FILE_SUFFIXES = (".lock", ".lockfile")
 SECRET_FILE_NAMES = frozenset(
     {".env", "credentials", "credentials.json", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".htpasswd"}
 )
-SECRET_FILE_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".jks")
+SECRET_FILE_SUFFIXES = (".pem", ".key", ".ppk", ".p12", ".pfx", ".keystore", ".jks")
 SECRET_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")  # ssh private keys; the .pub halves are public
 ENV_FILE_PREFIX = ".env."
 # Templates that document which variables exist, with placeholder values: worth indexing.
