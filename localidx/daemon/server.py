@@ -933,8 +933,11 @@ def _setup_logging(path: Path, to_stderr: bool) -> list[logging.Handler]:
                                                            encoding="utf-8")]
     if to_stderr:
         handlers.append(logging.StreamHandler(sys.stderr))
+    from localidx.redact import LogFilter
+
     for handler in handlers:
         handler.setFormatter(fmt)
+        handler.addFilter(LogFilter())  # no secret an error message carried reaches the log
         logger.addHandler(handler)
     return handlers
 
