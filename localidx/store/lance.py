@@ -29,6 +29,7 @@ SCHEMA_VERSION = 1
 FTS_COLUMN = "bm25_text"
 ANN_MIN_ROWS = 50_000  # below this, exact search is fast enough and an index costs minutes to build on 2 cores
 OPTIMIZE_MIN_ROWS = 2_000  # rows outside the full-text index before it is worth folding them in
+VERSIONS_KEPT_S = 300  # compaction keeps the table versions of the last five minutes (for readers pinned on them)
 _PK = {"lance-schema:unenforced-primary-key": "true"}
 
 
@@ -320,12 +321,25 @@ class ChunkStore:
         return self.table().version if self.exists() else 0
 
     def compact(self) -> None:
-        """Fold small commits together and drop versions older than a few minutes (only the single writer calls
-        this; a reader pins the latest version when it starts a query, so the grace period covers it)."""
+        """Fold small commits together and drop versions older than ``VERSIONS_KEPT_S`` with their data files (only
+        the single writer calls this; a reader pins the latest version when it starts a query, so the grace period
+        covers it). Text removed from the work tree leaves the disk with the versions that held it."""
         from datetime import timedelta
 
         if self.exists():
-            self.table().optimize(cleanup_older_than=timedelta(minutes=5))
+            self.table().optimize(cleanup_older_than=timedelta(seconds=VERSIONS_KEPT_S))
+
+    def purge(self) -> None:
+        """Fold the table into its latest version and delete every older version's files at once: no data file is
+        left holding a row that was replaced or deleted (``localidx index --rebuild``; a reader still on an older
+        version would fail, so only a writer no reader shares the index with calls this)."""
+        import warnings
+        from datetime import timedelta
+
+        if self.exists():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # LanceDB warns that older versions go: that is the point
+                self.table().optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
 
 
 def decode_tags(raw: str) -> dict:
