@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from localidx.errors import ConfigError
-from localidx import tomlfile
+from localidx import tomlfile, trust
 
 
 
@@ -266,8 +266,6 @@ class ConfigFile:
 
 def user_file() -> ConfigFile | None:
     """The user's own settings (``localidx.trust.user_config_path``), or None when there is no such file."""
-    from localidx import trust
-
     path = trust.user_config_path()
     if not path.is_file():
         return None
@@ -286,8 +284,6 @@ def repository_files(root: Path | None, known: dict | None = None) -> list[Confi
     """The repository's config files under ``root``, lowest precedence first: ``[tool.localidx]`` of
     ``pyproject.toml``, then ``.localidx.toml``; each with whether the user trusts its current content. A file that
     is a symlink out of the work tree is not read."""
-    from localidx import trust
-
     if root is None:
         return []
     root = Path(root)
@@ -368,7 +364,13 @@ def _file_values(files: list[ConfigFile], kinds: dict[str, type], root: Path | N
             if not file.trusted and RULES[name].trust is True:
                 ignored.append(Ignored(file.source, name, value))  # not even checked: it is not taken
                 continue
-            value = _coerce(name, kinds[name], value, file.source, from_text=False)
+            try:
+                value = _coerce(name, kinds[name], value, file.source, from_text=False)
+            except ConfigError:
+                if file.trusted or RULES[name].trust is None:
+                    raise
+                ignored.append(Ignored(file.source, name, value))  # not taken either way: no error to block on
+                continue
             if not file.trusted and needs_trust(name, value):
                 ignored.append(Ignored(file.source, name, value))
                 continue
@@ -445,3 +447,32 @@ def trust_warning(ignored: list[Ignored], root: Path | None) -> str | None:
     where = f" in {root}" if root is not None else ""
     return (f"ignoring {parts}: a repository's own settings may reach the network, credentials, files outside the "
             f"work tree or more processes only once you trust the file; read it, then run `localidx trust`{where}")
+
+
+# -- a repository's files, for `localidx trust` ----------------------------------------------------------------
+
+
+def trust_report(root: Path) -> list[dict]:
+    """For each config file of the repository at ``root``: ``file``, ``state`` (trusted, untrusted, or changed: trusted
+    once with other content) and ``needs_trust``: {setting: value} of what it sets that only trust lets it set."""
+    known = trust.records()
+    out = []
+    for file in repository_files(root, known):
+        state = "trusted" if file.trusted else "changed" if file.source in known else "untrusted"
+        out.append({"file": file.source, "state": state, "sha256": file.digest,
+                    "needs_trust": restricted_values(file, root)})
+    return out
+
+
+def trust_repository(root: Path) -> list[dict]:
+    """Trust the repository's config files as they are now; their report (``trust_report``) after."""
+    report = trust_report(root)
+    trust.record([(entry["file"], entry["sha256"]) for entry in report])
+    return trust_report(root)
+
+
+def revoke_repository(root: Path) -> list[dict]:
+    """End the trust of the repository's config files (also of those changed since); their report after."""
+    report = trust_report(root)
+    trust.revoke([entry["file"] for entry in report])
+    return trust_report(root)

@@ -186,8 +186,8 @@ def open_explainer(index, settings: Settings) -> "Explainer | None":
     from localidx import llm
 
     if not llm.configured(settings):
-        raise ConfigError("summarize needs llm_base_url: set [llm] base_url in .localidx.toml or "
-                          "LOCALIDX_LLM_BASE_URL, or turn summarize off")
+        raise ConfigError("summarize needs llm_base_url: set [llm] base_url in your config.toml or a trusted "
+                          ".localidx.toml, or LOCALIDX_LLM_BASE_URL, or turn summarize off")
     llm.completions_url(settings)
     return Explainer(index, settings)
 

@@ -472,7 +472,8 @@ def _find(text: str) -> list[tuple[int, int, str]]:
 def _assignment_at(text: str, kw_start: int, kw_end: int, kind: str) -> tuple[int, int, str] | None:
     if not _keyword_ends_word(text, kw_start, kw_end):
         return None
-    if text[kw_start:kw_end].lower() in _WORD_START_KEYWORDS and not _keyword_starts_word(text, kw_start):
+    if text[kw_start:kw_end].lower() in _WORD_START_KEYWORDS and not (
+            _keyword_starts_word(text, kw_start) and _name_start(text, kw_start) < kw_start):
         return None
     tail = _NAME_TAIL.match(text, kw_end)
     if tail is None:
@@ -505,7 +506,9 @@ def _assignment_at(text: str, kw_start: int, kw_end: int, kind: str) -> tuple[in
     return start, end, kind
 
 
-_WORD_START_KEYWORDS = frozenset({"pass"})  # must start a word of the name too: db_pass, not bypass or compass
+# Keywords that must start a word of the name, after another word: db_pass, SMTP_PASS, dbPass; not bypass, compass,
+# or the prose of "first pass: ..." and a log's "index pass: reason=...".
+_WORD_START_KEYWORDS = frozenset({"pass"})
 
 
 def _keyword_starts_word(text: str, start: int) -> bool:

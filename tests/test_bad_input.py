@@ -91,13 +91,16 @@ def test_reading_a_file_swapped_for_a_fifo_fails_at_once(tmp_path):
 
 @pytest.mark.parametrize("where, text, needles", [
     (".localidx.toml", "max_file_bytes = 1e400\n", ["max_file_bytes must be an integer from 1 to", "inf"]),
-    (".localidx.toml", "workers = 1.5\n", ["workers must be an integer from 0 to 1,024", "1.5"]),
+    (".localidx.toml", "window_lines = 1.5\n", ["window_lines must be an integer from 1 to 100,000", "1.5"]),
+    ("config.toml", "workers = 1.5\n", ["workers must be an integer from 0 to 1,024", "1.5"]),
     (".localidx.toml", 'watch = "yes"\n', ["watch must be true or false", "'yes'"]),
-    (".localidx.toml", "home = 5\n", ["home must be a string", "5"]),
+    (".localidx.toml", "profile = 5\n", ["profile must be a profile name (not empty)", "5"]),
+    ("config.toml", "home = 5\n", ["home must be a string", "5"]),
     (".localidx.toml", "overlap_lines = 50\n", ["overlap_lines must be an integer from 0 to 49"]),
     (".localidx.toml", "parse_timeout_s = nan\n", ["parse_timeout_s must be a number from 0 to"]),
     ("config.toml", '[llm]\nbase_url = "localhost:8080"\n', ["llm_base_url must be an http:// or https:// URL"]),
-    ("pyproject.toml", '[tool.localidx]\nsummarize = "on"\n', ["[tool.localidx]", "summarize must be true or false"]),
+    ("pyproject.toml", '[tool.localidx]\nwatch = "on"\n', ["[tool.localidx]", "watch must be true or false"]),
+    ("config.toml", 'summarize = "on"\n', ["summarize must be true or false"]),
 ])
 def test_a_bad_setting_in_a_file_is_one_line_naming_key_source_and_what_is_allowed(make_repo, tmp_path, where,
                                                                                      text, needles, isolated_config):

@@ -213,6 +213,7 @@ def test_putty_private_lines_and_mac_go_the_public_ones_stay():
 
 MORE_NOT_SECRETS = [
     'bypass = "abcdefgh123"',
+    "index pass: reason=post-commit paths=1",
     "compass: Xk29dqLm77v",
     "mysql -u root -p app",  # -p alone: mysql prompts for it
     'curl -u "$USER:$PASS" https://example.com',
