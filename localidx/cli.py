@@ -814,13 +814,13 @@ def trust_command(show: bool, revoke: bool, as_json: bool) -> None:
     """Trust this repository's .localidx.toml and [tool.localidx] as they are now: let them set what reaches the
     network, credentials, files outside the work tree or more processes (the LLM, summarize, home, shared_index,
     workers over the cores, ...). Read the files first. Editing a file ends its trust."""
-    from localidx import trust
+    from localidx import config
     from localidx.discover import find_root
 
     if show and revoke:
         raise UsageError("--show and --revoke do not go together")
     root, _in_git = find_root(Path.cwd())
-    action = trust.repository_report if show else trust.revoke_repository if revoke else trust.trust_repository
+    action = config.trust_report if show else config.revoke_repository if revoke else config.trust_repository
     report = action(root)
     if as_json:
         _echo_json({"root": str(root), "files": report})

@@ -114,33 +114,3 @@ def revoke(labels: list[str]) -> list[str]:
         _write(files)
     return gone
 
-
-# -- a repository's files, for `localidx trust` ----------------------------------------------------------------
-
-
-def repository_report(root: Path) -> list[dict]:
-    """For each config file of the repository at ``root``: ``file``, ``state`` (trusted, untrusted, or changed: trusted
-    once with other content) and ``needs_trust``: {setting: value} of what it sets that only trust lets it set."""
-    from localidx.config import repository_files, restricted_values
-
-    known = records()
-    out = []
-    for file in repository_files(root, known):
-        state = "trusted" if file.trusted else "changed" if file.source in known else "untrusted"
-        out.append({"file": file.source, "state": state, "sha256": file.digest,
-                    "needs_trust": restricted_values(file, root)})
-    return out
-
-
-def trust_repository(root: Path) -> list[dict]:
-    """Trust the repository's config files as they are now; their report (``repository_report``) after."""
-    report = repository_report(root)
-    record([(entry["file"], entry["sha256"]) for entry in report])
-    return repository_report(root)
-
-
-def revoke_repository(root: Path) -> list[dict]:
-    """End the trust of the repository's config files (also of those changed since); their report after."""
-    report = repository_report(root)
-    revoke([entry["file"] for entry in report])
-    return repository_report(root)
