@@ -46,9 +46,10 @@ def private_umask():
         os.umask(old)
 
 
-def private_dir(path: Path, parents: bool = True) -> Path:
+def private_dir(path: Path, parents: bool = True, tighten: bool = True) -> Path:
     """Make ``path`` (and missing parents, each 0700) and make it 0700; returns it. A directory that is there already
-    is tightened when it is ours; one owned by someone else is left as it is (root reading a user's index)."""
+    is tightened when it is ours (and ``tighten``: not for a directory the user named, which may be shared); one
+    owned by someone else is left as it is (root reading a user's index)."""
     path = Path(path)
     missing = []
     probe = path
@@ -60,7 +61,8 @@ def private_dir(path: Path, parents: bool = True) -> Path:
             os.mkdir(directory, DIR_MODE)
         except FileExistsError:
             pass
-    _tighten(path, DIR_MODE)
+    if tighten or path in missing:
+        _tighten(path, DIR_MODE)
     return path
 
 
@@ -81,10 +83,11 @@ def private_file(path: Path) -> None:
     _tighten(Path(path), FILE_MODE)
 
 
-def write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (a temp file in the same directory, then a rename), mode 0600."""
+def write_private(path: Path, data: bytes, tighten_dir: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically (a temp file in the same directory, then a rename), mode 0600; its
+    directory is made 0700 (an existing one tightened unless ``tighten_dir`` is false)."""
     path = Path(path)
-    private_dir(path.parent)
+    private_dir(path.parent, tighten=tighten_dir)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
     try:

@@ -92,7 +92,8 @@ def _write(files: dict[str, dict]) -> None:
     from localidx.private import write_private
 
     data = json.dumps({"version": FORMAT_VERSION, "files": files}, indent=2, sort_keys=True) + "\n"
-    write_private(trust_path(), data.encode("utf-8"))
+    # The default dir is localidx's own; a directory $LOCALIDX_CONFIG_DIR names is the user's to set the mode of.
+    write_private(trust_path(), data.encode("utf-8"), tighten_dir=not os.environ.get(CONFIG_DIR_ENV))
 
 
 def record(items: list[tuple[str, str]]) -> None:

@@ -48,6 +48,7 @@ LOG_NAME = "daemon.log"
 SOCK_ENV = "LOCALIDX_SOCK"
 FAKE_VERSION_ENV = "LOCALIDX_FAKE_VERSION"
 MAX_SOCKET_PATH = 103  # bytes; the smallest sun_path (104, macOS and BSD) less its terminating NUL
+TMP = Path("/tmp")
 
 
 def package_version() -> str:
@@ -95,7 +96,7 @@ def runtime_dir() -> Path:
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "localidx"
     # Not tempfile.gettempdir(): $TMPDIR can be long enough (macOS) to break the socket path limit.
-    tmp = Path("/tmp") / f"localidx-{os.getuid()}"
+    tmp = TMP / f"localidx-{os.getuid()}"
     if _private_or_absent(tmp):
         return tmp
     return fallback_runtime_dir()
@@ -159,12 +160,14 @@ def check_socket_dir(sock: Path, create: bool) -> None:
     own = directory == runtime_dir() and not os.environ.get(SOCK_ENV)
     if create:
         try:
-            if own and directory != fallback_runtime_dir():
-                os.mkdir(directory, 0o700)  # not parents: $XDG_RUNTIME_DIR is the login's, made by the system
-            else:
+            if directory == fallback_runtime_dir() and own:
                 from localidx.private import private_dir
 
-                private_dir(directory)
+                private_dir(directory)  # under the user's cache dir, which may not exist yet
+            elif own:
+                os.mkdir(directory, 0o700)  # not parents: $XDG_RUNTIME_DIR is the login's, made by the system
+            else:
+                directory.mkdir(mode=0o700, parents=True)
         except FileExistsError:
             pass
         except OSError as exc:
