@@ -70,6 +70,10 @@ class _Pattern:
     group: int | tuple[int, ...]  # the group holding the secret (the first that matched, of several); 0 = the whole match
     hints: tuple[str, ...]  # lower-case literals, one of which must occur in the lower-cased text for the regex to run
     check: Callable[[str], bool] | None = None  # a further test on the secret text
+    # The match may not follow a word character or "-" (a token's prefix must start a word). Checked after the
+    # match, not as a leading lookbehind: a regex that starts with a literal is searched for by the engine's fast
+    # literal scan, one that starts with a lookbehind is tried at every position (10 to 60 times slower).
+    bounded: bool = False
 
 
 def _letters_and_digits(value: str) -> bool:
@@ -92,6 +96,9 @@ def _basic_credentials(value: str) -> bool:
         return False
     user, colon, password = decoded.partition(":")
     return bool(colon and password) and decoded.isprintable() and not _is_placeholder(password)
+
+
+_CLI_VALUE = r"""([^\s'"-][^\s'"]*|'[^'\r\n]+'|"[^"\r\n]+")"""  # a command-line word, bare or quoted
 
 
 def _random_token(value: str) -> bool:
@@ -130,27 +137,30 @@ _PATTERNS: tuple[_Pattern, ...] = (
     ),
     _Pattern(
         "github_token",
-        re.compile(r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+        re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
         0,
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        bounded=True,
     ),
-    _Pattern("gitlab_token", re.compile(r"(?<![\w-])glpat-[A-Za-z0-9_-]{20,}"), 0, ("glpat-",)),
-    _Pattern("slack_token", re.compile(r"(?<![\w-])xox[abprs]-[A-Za-z0-9-]{10,}"), 0, ("xox",)),
+    _Pattern("gitlab_token", re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), 0, ("glpat-",), bounded=True),
+    _Pattern("slack_token", re.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}"), 0, ("xox",), bounded=True),
     _Pattern(
         "stripe_key",
-        re.compile(r"(?<![\w-])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
+        re.compile(r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
         0,
         ("sk_live_", "rk_live_", "sk_test_", "rk_test_"),
+        bounded=True,
     ),
-    _Pattern("anthropic_key", re.compile(r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"), 0, ("sk-",)),
-    _Pattern("openai_key", re.compile(r"(?<![\w-])sk-[A-Za-z0-9_-]{20,}"), 0, ("sk-",), _letters_and_digits),
-    _Pattern("google_api_key", re.compile(r"(?<![\w-])AIza[0-9A-Za-z_-]{35}(?![\w-])"), 0, ("aiza",)),
-    _Pattern("npm_token", re.compile(r"(?<![\w-])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), 0, ("npm_",)),
+    _Pattern("anthropic_key", re.compile(r"sk-ant-[A-Za-z0-9_-]{20,}"), 0, ("sk-",), bounded=True),
+    _Pattern("openai_key", re.compile(r"sk-[A-Za-z0-9_-]{20,}"), 0, ("sk-",), _letters_and_digits, bounded=True),
+    _Pattern("google_api_key", re.compile(r"AIza[0-9A-Za-z_-]{35}(?![\w-])"), 0, ("aiza",), bounded=True),
+    _Pattern("npm_token", re.compile(r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), 0, ("npm_",), bounded=True),
     _Pattern(
         "jwt",
-        re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
+        re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
         0,
         ("eyj",),
+        bounded=True,
     ),
     _Pattern(
         "private_key",
@@ -160,8 +170,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         0,
         ("private-lines:",),
     ),
-    _Pattern("private_key", re.compile(r"(?<![\w-])AGE-SECRET-KEY-1[0-9A-Z]{58}(?![0-9A-Z])"), 0,
-             ("age-secret-key-1",)),
+    _Pattern("private_key", re.compile(r"AGE-SECRET-KEY-1[0-9A-Z]{58}(?![0-9A-Z])"), 0,
+             ("age-secret-key-1",), bounded=True),
     _Pattern(
         "slack_webhook",
         re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/-]{20,})"),
@@ -177,64 +187,60 @@ _PATTERNS: tuple[_Pattern, ...] = (
         (1, 2),
         ("accountkey=", "sharedaccesskey=", "sig="),
     ),
-    _Pattern("sendgrid_key", re.compile(r"(?<![\w-])SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,50}"), 0, ("sg.",)),
-    _Pattern("mailgun_key", re.compile(r"(?<![\w-])key-[0-9a-f]{32}(?![0-9a-f])"), 0, ("key-",)),
-    _Pattern("mailchimp_key", re.compile(r"(?<![\w-])[0-9a-f]{32}-us\d{1,2}(?![\w-])"), 0, ("-us",)),
-    _Pattern("shopify_token", re.compile(r"(?<![\w-])shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"), 0, ("shpat_", "shpca_",
-                                                                                         "shppa_", "shpss_")),
-    _Pattern("pypi_token", re.compile(r"(?<![\w-])pypi-AgE[A-Za-z0-9_-]{50,}"), 0, ("pypi-age",)),
-    _Pattern("square_token", re.compile(r"(?<![\w-])(?:sq0atp-[0-9A-Za-z_-]{22}|sq0csp-[0-9A-Za-z_-]{43}|"
-                                        r"EAAA[A-Za-z0-9_-]{60})"), 0, ("sq0atp-", "sq0csp-", "eaaa")),
+    _Pattern("sendgrid_key", re.compile(r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,50}"), 0, ("sg.",),
+             bounded=True),
+    _Pattern("mailgun_key", re.compile(r"key-[0-9a-f]{32}(?![0-9a-f])"), 0, ("key-",), bounded=True),
+    _Pattern("shopify_token", re.compile(r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"), 0,
+             ("shpat_", "shpca_", "shppa_", "shpss_"), bounded=True),
+    _Pattern("pypi_token", re.compile(r"pypi-AgE[A-Za-z0-9_-]{50,}"), 0, ("pypi-age",), bounded=True),
+    _Pattern("square_token", re.compile(r"(?:sq0atp-[0-9A-Za-z_-]{22}|sq0csp-[0-9A-Za-z_-]{43}|"
+                                        r"EAAA[A-Za-z0-9_-]{60})"), 0, ("sq0atp-", "sq0csp-", "eaaa"),
+             bounded=True),
     _Pattern("telegram_token", re.compile(r"(?<![\w:])\d{8,10}:AA[0-9A-Za-z_-]{33}(?![\w-])"), 0, (":aa",)),
-    _Pattern("databricks_token", re.compile(r"(?<![\w-])dapi[0-9a-f]{32}(?:-\d)?(?![0-9a-f])"), 0, ("dapi",)),
-    _Pattern("digitalocean_token", re.compile(r"(?<![\w-])do[opr]_v1_[a-f0-9]{64}"), 0, ("dop_v1_", "doo_v1_",
-                                                                                       "dor_v1_")),
-    _Pattern("vault_token", re.compile(r"(?<![\w-])(?:hv[sbr]\.[A-Za-z0-9_-]{24,}|[A-Za-z0-9]{14}\.atlasv1\."
-                                       r"[A-Za-z0-9_=-]{60,})"), 0, ("hvs.", "hvb.", "hvr.", ".atlasv1.")),
-    _Pattern("google_oauth", re.compile(r"(?<![\w-])(?:GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[0-9A-Za-z_-]{30,})"), 0,
-             ("gocspx-", "ya29.")),
-    _Pattern("atlassian_token", re.compile(r"(?<![\w-])ATATT3[A-Za-z0-9_=-]{100,}"), 0, ("atatt3",)),
-    _Pattern("huggingface_token", re.compile(r"(?<![\w-])hf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])"), 0, ("hf_",),
-             _letters_and_digits),
-    _Pattern("postman_key", re.compile(r"(?<![\w-])PMAK-[a-f0-9]{24}-[a-f0-9]{34}"), 0, ("pmak-",)),
-    _Pattern("linear_key", re.compile(r"(?<![\w-])lin_api_[A-Za-z0-9]{40}"), 0, ("lin_api_",)),
-    _Pattern("nuget_key", re.compile(r"(?<![\w-])oy2[a-z0-9]{43}(?![a-z0-9])"), 0, ("oy2",), _letters_and_digits),
-    _Pattern("gitlab_token", re.compile(r"(?<![\w-])gl(?:ptt|dt|rt|cbt|oas|soat|imt|agent|ffct)-[A-Za-z0-9_-]{20,}"),
-             0, ("glptt-", "gldt-", "glrt-", "glcbt-", "gloas-", "glsoat-", "glimt-", "glagent-", "glffct-")),
+    _Pattern("databricks_token", re.compile(r"dapi[0-9a-f]{32}(?:-\d)?(?![0-9a-f])"), 0, ("dapi",), bounded=True),
+    _Pattern("digitalocean_token", re.compile(r"do[opr]_v1_[a-f0-9]{64}"), 0, ("dop_v1_", "doo_v1_", "dor_v1_"),
+             bounded=True),
+    _Pattern("vault_token", re.compile(r"(?:hv[sbr]\.[A-Za-z0-9_-]{24,}|[A-Za-z0-9]{14}\.atlasv1\."
+                                       r"[A-Za-z0-9_=-]{60,})"), 0, ("hvs.", "hvb.", "hvr.", ".atlasv1."),
+             bounded=True),
+    _Pattern("google_oauth", re.compile(r"(?:GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[0-9A-Za-z_-]{30,})"), 0,
+             ("gocspx-", "ya29."), bounded=True),
+    _Pattern("atlassian_token", re.compile(r"ATATT3[A-Za-z0-9_=-]{100,}"), 0, ("atatt3",), bounded=True),
+    _Pattern("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])"), 0, ("hf_",),
+             _letters_and_digits, bounded=True),
+    _Pattern("postman_key", re.compile(r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"), 0, ("pmak-",), bounded=True),
+    _Pattern("linear_key", re.compile(r"lin_api_[A-Za-z0-9]{40}"), 0, ("lin_api_",), bounded=True),
+    _Pattern("nuget_key", re.compile(r"oy2[a-z0-9]{43}(?![a-z0-9])"), 0, ("oy2",), _letters_and_digits,
+             bounded=True),
+    _Pattern("gitlab_token", re.compile(r"gl(?:ptt|dt|rt|cbt|oas|soat|imt|agent|ffct)-[A-Za-z0-9_-]{20,}"),
+             0, ("glptt-", "gldt-", "glrt-", "glcbt-", "gloas-", "glsoat-", "glimt-", "glagent-", "glffct-"),
+             bounded=True),
     _Pattern(
         "basic_auth",
         # An HTTP Basic credential anywhere (a header, a curl -H, a config line): base64 that decodes to user:pw.
-        re.compile(r"(?i:\bbasic)[ \t]+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
+        re.compile(r"(?:Basic|basic|BASIC)[ \t]+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
         1,
         ("basic ", "basic\t"),
         _basic_credentials,
+        bounded=True,
     ),
     _Pattern(
         "token",
-        re.compile(r"(?i:\bbearer)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)(?![A-Za-z0-9._~+/=-])"),
+        re.compile(r"(?:Bearer|bearer|BEARER)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)(?![A-Za-z0-9._~+/=-])"),
         1,
         ("bearer ", "bearer\t"),
         _random_token,
+        bounded=True,
     ),
-    _Pattern(
-        "password",
-        # A password on a command line: mysql -pPASSWORD (no blank: -p alone prompts), sshpass -p PW, --password=PW.
-        re.compile(r"(?:\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\r\n|;&]*?[ \t]-p(?!assword)"
-                   r"([^\s'\"-][^\s'\"]*|'[^'\r\n]+'|\"[^\"\r\n]+\")"
-                   r"|\bsshpass[ \t]+-p[ \t]*([^\s'\"-][^\s'\"]*|'[^'\r\n]+'|\"[^\"\r\n]+\")"
-                   r"|--password[= ]([^\s'\"-][^\s'\"]*|'[^'\r\n]+'|\"[^\"\r\n]+\"))"),
-        (1, 2, 3),
-        ("mysql", "mariadb", "sshpass", "--password"),
-        _random_token,
-    ),
-    _Pattern(
-        "password",
-        # curl -u user:password (and --user): the part after the colon.
-        re.compile(r"\bcurl\b[^\r\n|;&]*?[ \t](?:-u|--user)[ \t]*['\"]?[^\s:'\"]*:([^\s'\"]+)"),
-        1,
-        ("curl",),
-        _random_token,
-    ),
+    # A password on a command line: mysql -pPASSWORD (no blank: -p alone prompts), sshpass -p PW, --password=PW,
+    # curl -u user:PW (the part after the colon).
+    _Pattern("password", re.compile(r"(?:mysql|mariadb)[\w-]*\b[^\r\n|;&]*?[ \t]-p(?!assword)" + _CLI_VALUE), 1,
+             ("mysql", "mariadb"), _random_token, bounded=True),
+    _Pattern("password", re.compile(r"sshpass[ \t]+-p[ \t]*" + _CLI_VALUE), 1, ("sshpass",), _random_token,
+             bounded=True),
+    _Pattern("password", re.compile(r"--password[= ]" + _CLI_VALUE), 1, ("--password",), _random_token),
+    _Pattern("password", re.compile(r"curl\b[^\r\n|;&]*?[ \t](?:-u|--user)[ \t]*['\"]?[^\s:'\"]*:([^\s'\"]+)"), 1,
+             ("curl",), _random_token, bounded=True),
     _Pattern(
         "connection_string",
         # Starts at "://" so the regex engine can jump between literal hits; only the password is the secret.
@@ -347,8 +353,9 @@ def _trie_regex(words: list[str]) -> str:
 
 # The one pass every text pays for: lower-case it, then find every pattern hint and secret-name keyword at once.
 # Longer literals win where one continues another ("secrets" over "secret"), as the trie's optional tails are greedy.
-_HINT_PATTERNS: dict[str, tuple[_Pattern, ...]] = {
-    hint: tuple(p for p in _PATTERNS if hint in p.hints) for hint in {h for p in _PATTERNS for h in p.hints}
+# hint -> the positions in _PATTERNS of the patterns it wakes (ints: cheaper to collect than the patterns themselves)
+_HINT_PATTERNS: dict[str, tuple[int, ...]] = {
+    hint: tuple(i for i, p in enumerate(_PATTERNS) if hint in p.hints) for hint in {h for p in _PATTERNS for h in p.hints}
 }
 _TRIGGER = re.compile(_trie_regex(sorted(set(_HINT_PATTERNS) | set(_NAME_KINDS))))
 
@@ -446,7 +453,7 @@ def _find(text: str) -> list[tuple[int, int, str]]:
     if len(lowered) != len(text):
         # Lower-casing lengthened some non-ASCII character and offsets would drift: lower character by character.
         lowered = "".join(c.lower()[0] for c in text)
-    patterns: set[_Pattern] = set()
+    patterns: set[int] = set()
     keywords: list[tuple[int, int, str]] = []
     for m in _TRIGGER.finditer(lowered):
         literal = m.group()
@@ -454,11 +461,13 @@ def _find(text: str) -> list[tuple[int, int, str]]:
         if literal in _NAME_KINDS:
             keywords.append((m.start(), m.end(), _NAME_KINDS[literal]))
     spans: list[tuple[int, int, str]] = []
-    for pattern in _PATTERNS:  # table order: the more specific pattern claims a span first
-        if pattern not in patterns:
+    for i, pattern in enumerate(_PATTERNS):  # table order: the more specific pattern claims a span first
+        if i not in patterns:
             continue
         found = []
         for m in pattern.regex.finditer(text):
+            if pattern.bounded and m.start() and (text[m.start() - 1].isalnum() or text[m.start() - 1] in "_-"):
+                continue
             group = pattern.group if isinstance(pattern.group, int) else next(
                 (g for g in pattern.group if m.group(g) is not None), 0)
             start, end = m.span(group)
@@ -543,8 +552,9 @@ def _is_reference(value: str, keyword: str, after: str) -> bool:
     """Whether an unquoted value is code naming something rather than a literal.
 
     ``rust_openssl.PrivateKey`` (dotted), ``kEnumerableProperty,`` (an identifier ending an object entry or a
-    statement), ``Ed25519PrivateKey`` (it repeats the keyword).
+    statement), ``Ed25519PrivateKey`` (it repeats the keyword), ``URLCredential?`` and ``process.env.KEY!``.
     """
+    value = value.rstrip("?!")  # Swift's and Kotlin's optional types, TypeScript's non-null assertion
     if not _IDENTIFIER.match(value):
         return False
     return "." in value or after in (",", ";") or keyword.lower().replace("_", "").replace("-", "") in value.lower()

@@ -221,6 +221,8 @@ MORE_NOT_SECRETS = [
     "Authorization: Bearer <token>",
     "msg.format(name)",
     "ports: 5432:5432",
+    "var credential: URLCredential?",
+    "apiKey: process.env.NEXT_PUBLIC_SEARCH_API_KEY!, // required",
 ]
 
 
