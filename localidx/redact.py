@@ -679,6 +679,8 @@ def scrub_chunks(chunks: list, ctx) -> None:
         endpoint.path, endpoint.handler = _clean(endpoint.path), _clean(endpoint.handler)
     for chunk in chunks:
         for name in _CHUNK_TEXT_FIELDS:
+            if name == "text" and _whole_lines_of(chunk, ctx):
+                continue  # the file's text was redacted whole (a key block split across chunks included)
             value = getattr(chunk, name)
             cleaned = _clean(value)
             if cleaned is not value:
@@ -689,6 +691,16 @@ def scrub_chunks(chunks: list, ctx) -> None:
                 setattr(chunk, name, [_clean(v) for v in values])
         if chunk.tags:
             chunk.tags = _clean_json(chunk.tags)
+
+
+def _whole_lines_of(chunk, ctx) -> bool:
+    """Whether the chunk's text is exactly lines ``start_line``..``end_line`` of the file's redacted text."""
+    starts = ctx.line_starts
+    if not (0 < chunk.start_line <= chunk.end_line <= len(starts)):
+        return False
+    begin = starts[chunk.start_line - 1]
+    end = starts[chunk.end_line] - 1 if chunk.end_line < len(starts) else len(ctx.text)
+    return end - begin == len(chunk.text) and ctx.text.startswith(chunk.text, begin)
 
 
 def scrub_header(header: str) -> str:
