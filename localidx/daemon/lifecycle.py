@@ -298,10 +298,15 @@ def clean_stale(paths: DaemonPaths) -> dict | None:
 
 def spawn(paths: DaemonPaths) -> subprocess.Popen:
     """Start ``localidx daemon run`` detached (its own session, stdio to the log) in the work tree; returns at once."""
-    paths.worktree.mkdir(parents=True, exist_ok=True)
+    from localidx.private import private_dir
+
+    private_dir(paths.worktree)
     # Two malloc arenas instead of glibc's 8 per core: the same speed, a few hundred MB less (daemon/memory.py).
     env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
-    with open(paths.log, "ab") as log_file:
+    if paths.log.is_symlink():
+        paths.log.unlink()  # our own directory: a link planted there must not carry the log elsewhere
+    fd = os.open(paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "ab") as log_file:
         # stderr to the log too: a crash before logging is set up (an import error) still leaves its traceback there.
         return subprocess.Popen(
             [sys.executable, "-m", "localidx", "daemon", "run", "--detached"],
