@@ -16,7 +16,8 @@
 
 With ``--detect-secrets-python`` (a Python that has the ``detect-secrets`` package; localidx does not depend on it)
 the same recall, corpus and timing run through detect-secrets' default plugins and filters, side by side. Its
-findings are per line: a generated secret counts as found when its line is reported.
+findings are per line: a generated secret counts as found when its line is reported (a key block's lines when its
+file's private key is).
 
 Prints figures only; everything it writes lives under /tmp (``LOCALIDX_BENCH_WORK``).
 """
@@ -103,11 +104,14 @@ def detect_secrets_recall(python: str, files: dict[str, str], secrets, where: Pa
         listing.append([path, str(target)])
     findings, _seconds = _run_detect_secrets(python, listing)
     lines = {(f["label"], f["line"]) for f in findings}
+    key_files = {f["label"] for f in findings if f["type"] == "Private Key"}
     by_shape: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for secret in secrets:
         by_shape[secret.shape][1] += 1
         numbers = [n for n, line in enumerate(files[secret.path].splitlines(), 1) if secret.probes[-1] in line]
-        if any((secret.path, n) in lines for n in numbers):
+        # A key block is reported once, on its first line: every line of the block counts as found then.
+        if any((secret.path, n) in lines for n in numbers) or (secret.kind in ("pem", "ppk")
+                                                                and secret.path in key_files):
             by_shape[secret.shape][0] += 1
     return by_shape
 

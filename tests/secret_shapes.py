@@ -38,6 +38,10 @@ def _draw(rng: random.Random, alphabet: str, n: int) -> str:
             return value
 
 
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
 def _b64(rng: random.Random, n_bytes: int) -> str:
     return base64.b64encode(bytes(rng.randrange(256) for _ in range(n_bytes))).decode()
 
@@ -58,8 +62,10 @@ SHAPES = {
     "google_api_key": lambda r: "AI" + "za" + _draw(r, URLSAFE, 35),
     "openai_key": lambda r: "sk-" + "proj-" + _draw(r, URLSAFE, 48),
     "npm_token": lambda r: "np" + "m_" + _draw(r, ALNUM, 36),
-    "jwt": lambda r: ("ey" + "J" + base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').decode().rstrip("=")[3:]
-                      + ".eyJ" + _draw(r, URLSAFE, 40) + "." + _draw(r, URLSAFE, 43)),
+    "jwt": lambda r: ".".join((_b64url(b'{"alg":"HS256","typ":"JWT"}'),
+                               _b64url(f'{{"sub":"{r.randrange(10**9)}","name":"{_draw(r, ALNUM, 8)}",'
+                                       f'"iat":{r.randrange(1_500_000_000, 1_800_000_000)}}}'.encode()),
+                               _draw(r, URLSAFE, 43))),
     "password": lambda r: _draw(r, PASSWORD, r.randrange(10, 20)),
     "basic_auth": lambda r: base64.b64encode(f"deploy:{_draw(r, ALNUM, 14)}".encode()).decode(),
     "bearer_token": lambda r: _draw(r, URLSAFE, 40),
