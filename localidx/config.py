@@ -261,7 +261,6 @@ class ConfigFile:
     table: dict  # its whole localidx table, [profiles] included
     trusted: bool  # the user's own file, or a repository file whose exact content the user trusts (localidx.trust)
     digest: str = ""  # the hash trust records (repository files only)
-    repository: bool = True
 
 
 def user_file() -> ConfigFile | None:
@@ -269,7 +268,7 @@ def user_file() -> ConfigFile | None:
     path = trust.user_config_path()
     if not path.is_file():
         return None
-    return ConfigFile(str(path), read_toml(path), trusted=True, repository=False)
+    return ConfigFile(str(path), read_toml(path), trusted=True)
 
 
 def _inside(root: Path, path: Path) -> bool:
