@@ -85,6 +85,19 @@ def _real_password(value: str) -> bool:
     return not _is_placeholder(value) and "password" not in value.lower()
 
 
+def _basic_placeholder(value: str) -> bool:
+    """Whether ``value`` is base64 of ``user:password`` whose password is a placeholder (documentation's example)."""
+    import base64
+    import binascii
+
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    _user, colon, password = decoded.partition(":")
+    return bool(colon) and _is_placeholder(password)
+
+
 def _basic_credentials(value: str) -> bool:
     """Whether ``value`` is base64 of ``user:password`` (what HTTP Basic authentication sends)."""
     import base64
@@ -99,6 +112,16 @@ def _basic_credentials(value: str) -> bool:
 
 
 _CLI_VALUE = r"""([^\s'"-][^\s'"]*|'[^'\r\n]+'|"[^"\r\n]+")"""  # a command-line word, bare or quoted
+
+
+def _command_line_password(value: str) -> bool:
+    """A password where a command line puts one (``-pPW``, ``-u user:PW``, ``--password=PW``): the place says it is
+    one, so any literal counts that is not a placeholder, a variable or a word for "password"."""
+    value = value.strip("'\"")
+    lowered = value.lower()
+    if len(value) < 4 or value[0] in "$%{<[(" or _is_placeholder(value):
+        return False
+    return not any(word in lowered for word in ("pass", "pwd", "secret", "token"))
 
 
 def _random_token(value: str) -> bool:
@@ -235,12 +258,12 @@ _PATTERNS: tuple[_Pattern, ...] = (
     # A password on a command line: mysql -pPASSWORD (no blank: -p alone prompts), sshpass -p PW, --password=PW,
     # curl -u user:PW (the part after the colon).
     _Pattern("password", re.compile(r"(?:mysql|mariadb)[\w-]*\b[^\r\n|;&]*?[ \t]-p(?!assword)" + _CLI_VALUE), 1,
-             ("mysql", "mariadb"), _random_token, bounded=True),
-    _Pattern("password", re.compile(r"sshpass[ \t]+-p[ \t]*" + _CLI_VALUE), 1, ("sshpass",), _random_token,
+             ("mysql", "mariadb"), _command_line_password, bounded=True),
+    _Pattern("password", re.compile(r"sshpass[ \t]+-p[ \t]*" + _CLI_VALUE), 1, ("sshpass",), _command_line_password,
              bounded=True),
-    _Pattern("password", re.compile(r"--password[= ]" + _CLI_VALUE), 1, ("--password",), _random_token),
+    _Pattern("password", re.compile(r"--password[= ]" + _CLI_VALUE), 1, ("--password",), _command_line_password),
     _Pattern("password", re.compile(r"curl\b[^\r\n|;&]*?[ \t](?:-u|--user)[ \t]*['\"]?[^\s:'\"]*:([^\s'\"]+)"), 1,
-             ("curl",), _random_token, bounded=True),
+             ("curl",), _command_line_password, bounded=True),
     _Pattern(
         "connection_string",
         # Starts at "://" so the regex engine can jump between literal hits; only the password is the secret.
@@ -297,7 +320,8 @@ _VALUE = re.compile(
     r"[ \t]*(?:\"(?P<dq>(?:[^\"\\\r\n]|\\.)*)\"|'(?P<sq>(?:[^'\\\r\n]|\\.)*)'|`(?P<bq>[^`\r\n]*)`"
     # A bare value may not start with what YAML reserves (& anchor, * alias, ! tag, | > blocks) or an operator.
     # A bare value ends at a backslash too: inside a string literal that is an escape (\n), not part of the value.
-    r"|(?P<bare>[^\s\"'`,;()\[\]{}<>=&*!|%@\\][^\s\"'`,;()\[\]{}<>\\]*)(?=[\s,;\\]|$))"
+    # A bare value ends at "&" too: in a query string (token=abc&user=x) the next parameter is not part of it.
+    r"|(?P<bare>[^\s\"'`,;()\[\]{}<>=&*!|%@\\][^\s\"'`,;()\[\]{}<>\\&]*)(?=[\s,;\\&]|$))"
 )
 
 # The last word of a name that says the value describes a secret rather than being one (token_type, secret_name).
@@ -305,7 +329,7 @@ _DESCRIPTIVE_SUFFIXES = frozenset(
     "type types url urls uri endpoint path file filename dir name names field fields header headers env var "
     "length len size count max min limit prefix suffix format pattern regex label hint placeholder help message "
     "msg error text title description kind mode method scheme algorithm alg version ttl expiry expires timeout "
-    "param params column table id ids arn".split()
+    "param params column table id ids arn identifier".split()
 )
 _PLACEHOLDER_WORDS = frozenset(
     "password passwd pass pwd secret token changeme change_me changeit none null nil undefined true false "
@@ -325,6 +349,7 @@ _AUTH_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest)[ \t]+")
 _CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _SEPARATORS = re.compile(r"[/._\-:@+]+")
 _NUMBER = re.compile(r"^[\d.,_]+$")
+_TYPE_UNION = re.compile(r"^[A-Za-z_][\w.\[\]<>]*(?:\|[A-Za-z_][\w.\[\]<>]*)+$")  # string|null: a documented type
 _VOWELS = frozenset("aeiouy")
 
 
@@ -510,7 +535,13 @@ def _assignment_at(text: str, kw_start: int, kw_end: int, kind: str) -> tuple[in
     scheme = _AUTH_SCHEME.match(text, start, end)
     if scheme is not None:
         start = scheme.end()
-    if not _looks_secret(text[start:end]):
+        if scheme.group().lower().startswith("basic") and _basic_placeholder(text[start:end]):
+            return None
+    value_text = text[start:end]
+    if not _looks_secret(value_text) or _TYPE_UNION.match(value_text):
+        return None
+    name = text[name_start : tail.end("rest")]
+    if len(name) >= 4 and name.lower() in value_text.lower():  # "next-auth": "npm:next-auth@^4.2": it names itself
         return None
     return start, end, kind
 

@@ -66,7 +66,8 @@ SHAPES = {
                                _b64url(f'{{"sub":"{r.randrange(10**9)}","name":"{_draw(r, ALNUM, 8)}",'
                                        f'"iat":{r.randrange(1_500_000_000, 1_800_000_000)}}}'.encode()),
                                _draw(r, URLSAFE, 43))),
-    "password": lambda r: _draw(r, PASSWORD, r.randrange(10, 20)),
+    # A password as people write one unquoted: it starts with a letter or a digit (YAML reads "!x" as a tag).
+    "password": lambda r: r.choice(ALNUM) + _draw(r, PASSWORD, r.randrange(9, 19)),
     "basic_auth": lambda r: base64.b64encode(f"deploy:{_draw(r, ALNUM, 14)}".encode()).decode(),
     "bearer_token": lambda r: _draw(r, URLSAFE, 40),
     "connection_password": lambda r: _draw(r, ALNUM, 16),

@@ -181,6 +181,7 @@ MORE_SECRETS = [
     pytest.param("mysql -u root -pZq7Xw" + "9Kd2 app < dump.sql", "Zq7Xw9Kd2", "password", id="mysql-p"),
     pytest.param("curl -u admin:Pz9Lq" + "2Wx7 https://ci.example.com", "Pz9Lq2Wx7", "password", id="curl-u"),
     pytest.param("sshpass -p Hx8dK" + "2pq ssh deploy@host", "Hx8dK2pq", "password", id="sshpass"),
+    pytest.param("GET /hook?token=ab12" + "cd34ef&user=x", "ab12cd34ef", "token", id="query-string"),
     pytest.param("MAIL = {'key': 'S" + "G." + ALNUM[:22] + "." + ALNUM[:40] + "Zz9'}",
                  "SG." + ALNUM[:22] + "." + ALNUM[:40] + "Zz9", "sendgrid_key", id="sendgrid-dict-value"),
     pytest.param("AUTHORIZATION: basic " + BASIC, BASIC, "basic_auth", id="basic-header"),
@@ -222,6 +223,11 @@ MORE_NOT_SECRETS = [
     "msg.format(name)",
     "ports: 5432:5432",
     "var credential: URLCredential?",
+    " *     password: string|null,",
+    "'/token=myToken&user=myUser&message=test1'",
+    "GLOBAL_TOKEN_IDENTIFIER = '!real_csrf_token'",
+    '"next-auth": "npm:next-auth@^4.24.11",',
+    '"Authorization": "Basic VXNlcm5hbWU6UGFzc3dvcmQ=",',  # base64 of Username:Password
     "apiKey: process.env.NEXT_PUBLIC_SEARCH_API_KEY!, // required",
 ]
 
