@@ -81,8 +81,10 @@ def _letters_and_digits(value: str) -> bool:
 
 
 def _real_password(value: str) -> bool:
-    # "user:password@", "myuser:mypassword@" in docs and examples are not secrets.
-    return not _is_placeholder(value) and "password" not in value.lower()
+    # "user:password@", "myuser:mypassword@" (also percent-encoded: "passwor%64") in docs and examples are not secrets.
+    from urllib.parse import unquote
+
+    return not _is_placeholder(value) and "password" not in unquote(value).lower()
 
 
 def _basic_placeholder(value: str) -> bool:
@@ -311,7 +313,9 @@ _NAME_KINDS: dict[str, str] = {spelling: kind for name, kind in _SECRET_NAMES fo
 
 # After the keyword: the rest of the identifier, an optional closing quote (JSON/dict keys), an optional type word
 # (Go's ``var token string = ...``), then an assignment operator.
-_NAME_TAIL = re.compile(r"(?P<rest>[\w-]*)(?P<q>[\"']?)[ \t]*(?:[A-Za-z_][\w\[\].*]*[ \t]*)?(?P<op>:=|=>|=|:)")
+# A quoted key takes no type word: in ``class="token" href="#x"`` the quoted word is a value, not a key.
+_NAME_TAIL = re.compile(r"(?P<rest>[\w-]*)(?:(?P<q>[\"'])[ \t]*|[ \t]*(?:[A-Za-z_][\w\[\].*]*[ \t]*)?)"
+                        r"(?P<op>:=|=>|=|:)")
 
 # After ``name:`` a type annotation may come before the real ``=`` (Python, TypeScript, Kotlin, Rust).
 # The blank before "=" tells ``token: str = "..."`` from a YAML value that holds "=" (``secret: c2VjcmV0==``).
@@ -329,20 +333,21 @@ _DESCRIPTIVE_SUFFIXES = frozenset(
     "type types url urls uri endpoint path file filename dir name names field fields header headers env var "
     "length len size count max min limit prefix suffix format pattern regex label hint placeholder help message "
     "msg error text title description kind mode method scheme algorithm alg version ttl expiry expires timeout "
-    "param params column table id ids arn identifier".split()
+    "param params column table id ids arn identifier query".split()
 )
 _PLACEHOLDER_WORDS = frozenset(
     "password passwd pass pwd secret token changeme change_me changeit none null nil undefined true false "
     "redacted hidden masked".split()
 )
 _PLACEHOLDER_MARKERS = (
-    "your", "example", "placeholder", "changeme", "change_me", "replace", "dummy", "redacted", "xxxx", "****", "...",
+    "your", "example", "placeholder", "changeme", "change_me", "replace", "dummy", "redacted", "filtered", "xxxx",
+    "****", "...",
     "\u2026", "todo", "fixme", "insert",
 )
 _PLACEHOLDER = re.compile(
     r"^(?:<[^>]*>|\$\{[^}]*\}|\$\(?[A-Za-z_]\w*\)?|\{\{.*\}\}|\{[\w.]*\}|%\(?\w*\)?[sd]|(.)\1*)$", re.DOTALL
 )
-_TEMPLATE_BITS = ("${", "{{", "%(", "%s", "{}", "#{")
+_TEMPLATE_BITS = ("${", "{{", "%(", "%s", "{}", "#{", "\\(")  # ... and Swift's "\(value)"
 _TEMPLATE = re.compile(r"<[^<>]*>|^[\w.]+\(.*\)$")  # <username>, or a call written in backticks: `get_token()`
 _IDENTIFIER = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*$")
 _AUTH_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest)[ \t]+")
@@ -541,7 +546,8 @@ def _assignment_at(text: str, kw_start: int, kw_end: int, kind: str) -> tuple[in
     if not _looks_secret(value_text) or _TYPE_UNION.match(value_text):
         return None
     name = text[name_start : tail.end("rest")]
-    if len(name) >= 4 and name.lower() in value_text.lower():  # "next-auth": "npm:next-auth@^4.2": it names itself
+    # A value that names its own key or keyword is not one: "next-auth": "npm:next-auth@^4.2", token = "&_token=".
+    if any(len(word) >= 4 and word.lower() in value_text.lower() for word in (name, text[kw_start:kw_end])):
         return None
     return start, end, kind
 

@@ -228,6 +228,10 @@ MORE_NOT_SECRETS = [
     "GLOBAL_TOKEN_IDENTIFIER = '!real_csrf_token'",
     '"next-auth": "npm:next-auth@^4.24.11",',
     '"Authorization": "Basic VXNlcm5hbWU6UGFzc3dvcmQ=",',  # base64 of Username:Password
+    '<a class="token" href="#/s:9Alamofire7AdapterP">init</a>',
+    '%{"foo" => "bar", "password" => "[FILTERED]"}',
+    'csrf_token_query = "&_csrf_token=" <> encode(body)',
+    'TestCredential(accessToken: "a\\(UUID().uuidString)",',
     "apiKey: process.env.NEXT_PUBLIC_SEARCH_API_KEY!, // required",
 ]
 
