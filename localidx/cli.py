@@ -60,11 +60,13 @@ def _echo_json(value) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="localidx")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """A local-first code indexer: chunk, index and search the repository you are in."""
     from localidx.private import restrict_umask
 
-    restrict_umask()  # what localidx writes about your code is yours alone (files 0600, directories 0700)
+    if ctx.invoked_subcommand != "cluster":  # an organisation's shared index is meant to be read by others
+        restrict_umask()  # what localidx writes about your code is yours alone (files 0600, directories 0700)
 
 
 @cli.command()
