@@ -23,10 +23,20 @@ from localidx.text import printable as _p  # every plain printer: file names and
 from localidx.text import valid_text
 
 
-def _settings(root: Path | None, **overrides):
-    from localidx.config import load_settings
+_trust_warnings: set[str] = set()
 
-    return load_settings(root, overrides)
+
+def _settings(root: Path | None, **overrides):
+    """The settings for ``root``; what an untrusted repository file set and was not taken is said once on stderr."""
+    from localidx.config import load_settings, trust_warning
+
+    ignored: list = []
+    settings = load_settings(root, overrides, ignored=ignored)
+    message = trust_warning(ignored, root)
+    if message and message not in _trust_warnings:
+        _trust_warnings.add(message)
+        click.echo(f"localidx: warning: {_p(message)}", err=True)
+    return settings
 
 
 def _backend(root: Path, in_git: bool, settings, no_daemon: bool = False, starts: bool = True):
@@ -62,13 +72,18 @@ def _echo_json(value) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="localidx")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """A local-first code indexer: chunk, index and search the repository you are in.
 
     search, context, ask and status answer through the work tree's daemon, which keeps the index and the model
     warm. When none runs, the command answers by itself and then starts one in the background for the next (not
     under CI); the daemon stops after an hour without use. --no-daemon, or daemon = "never" in .localidx.toml or
     LOCALIDX_DAEMON=never, keeps every command in its own process."""
+    from localidx.private import restrict_umask
+
+    if ctx.invoked_subcommand != "cluster":  # an organisation's shared index is meant to be read by others
+        restrict_umask()  # what localidx writes about your code is yours alone (files 0600, directories 0700)
 
 
 @cli.command()
@@ -823,6 +838,36 @@ def mcp_command(repo: Path | None) -> None:
 
     root, in_git = find_root(repo or Path.cwd())
     serve(root, in_git)
+
+
+@cli.command(name="trust", epilog="Exit status: 0 when the repository has a config file, 1 when it has none.")
+@click.option("--show", is_flag=True, help="Say whether each config file is trusted and what it sets; change nothing.")
+@click.option("--revoke", is_flag=True, help="Stop trusting this repository's config files.")
+@click.option("--json", "as_json", is_flag=True, help="Print each file's state and its settings that need trust.")
+def trust_command(show: bool, revoke: bool, as_json: bool) -> None:
+    """Trust this repository's .localidx.toml and [tool.localidx] as they are now: let them set what reaches the
+    network, credentials, files outside the work tree or more processes (the LLM, summarize, home, shared_index,
+    workers over the cores, ...). Read the files first. Editing a file ends its trust."""
+    from localidx import config
+    from localidx.discover import find_root
+
+    if show and revoke:
+        raise UsageError("--show and --revoke do not go together")
+    root, _in_git = find_root(Path.cwd())
+    action = config.trust_report if show else config.revoke_repository if revoke else config.trust_repository
+    report = action(root)
+    if as_json:
+        _echo_json({"root": str(root), "files": report})
+    elif not report:
+        click.echo(f"no .localidx.toml or [tool.localidx] in {_p(root)}: nothing to trust", err=True)
+    for entry in [] if as_json else report:
+        settings = ", ".join(f"{name} = {json.dumps(value)}" for name, value in entry["needs_trust"].items())
+        state = {"trusted": "trusted", "untrusted": "not trusted",
+                 "changed": "not trusted (changed since it was trusted)"}[entry["state"]]
+        click.echo(f"{_p(entry['file'])}: {state}")
+        click.echo(f"  sets what needs trust: {_p(settings)}" if settings else "  sets nothing that needs trust")
+    if not report:
+        sys.exit(NO_MATCH_EXIT)
 
 
 def _echo_warnings(warnings: list[str]) -> None:

@@ -402,13 +402,18 @@ def stop_daemon(paths: lifecycle.DaemonPaths, timeout: float = STOP_TIMEOUT_S) -
 
     Returns the pid stopped, or None when none ran. Raises DaemonUnavailable when it is still alive after
     ``timeout`` seconds."""
+    lifecycle.check_socket_dir(paths.socket, create=False)  # as every connect does: never a socket of another user
     status = lifecycle.read_status(paths.status)
     pid = status["pid"] if status else None
     try:
         with Client.open(paths.socket, 5.0) as client:
-            # No hello first: a daemon of another version still understands stop.
+            # No hello first: a daemon of another version still understands stop. The pid waited for is the one the
+            # kernel reports for the socket's peer, not one the answer claims.
+            peer = lifecycle.peer_pid(client._sock)
             answer = client.request("daemon/stop")
-            if isinstance(answer, dict) and isinstance(answer.get("pid"), int):
+            if peer is not None:
+                pid = peer
+            elif isinstance(answer, dict) and isinstance(answer.get("pid"), int) and answer["pid"] == pid:
                 pid = answer["pid"]
     except (DaemonUnavailable, DaemonError) as exc:
         log.debug("daemon/stop failed (%s); trying the recorded pid", exc)

@@ -52,6 +52,7 @@ EMBED_STEP = 16
 EMBED_STEP_MAX = 4096
 STEP_S = 1.0
 COMPACT_EVERY_VERSIONS = 64  # table versions (commits) between compactions
+COMPACT_AFTER_S = 600  # ... or this long since the last one, at the next pass that wrote something
 INLINE_EMBED_MAX = 64  # new texts in a write batch that are embedded before it is written rather than after
 OLD_GENERATION_GRACE_S = 300  # a replaced generation is dropped this long after the switch (readers may be on it)
 PENDING_SINCE = "pending_since"  # catalog meta: epoch seconds since chunks have waited for vectors ("" when none)
@@ -201,6 +202,8 @@ def sync_work_tree(index: Index, root: Path, settings: Settings, only: list[str]
     if target is not index:
         _switch(index, target)
         progress("switched", message=f"switched to the rebuilt index (generation {index.generation})")
+        if rebuild:
+            _drop_the_old_index(index)
     stats.generation = index.generation
 
     if explainer is not None:
@@ -381,6 +384,20 @@ def _collect_garbage(index: Index, rebuilding: bool) -> None:
         generation = _generation_of(path.name)
         if generation is not None and generation not in keep:
             discard_generation(index.paths, generation)
+
+
+def _drop_the_old_index(index: Index) -> None:
+    """After an asked-for rebuild: drop every other generation now (no grace period) and fold the new table into
+    one version, so no file of the index holds text the work tree no longer has. A daemon refuses ``--rebuild``, so
+    no reader of this process is on the old generation."""
+    from localidx.store.index import discard_generation
+
+    index.store.drop_other_tables()
+    for path in index.paths.worktree.glob("catalog*.sqlite"):
+        generation = _generation_of(path.name)
+        if generation is not None and generation != index.generation:
+            discard_generation(index.paths, generation)
+    index.store.purge()
 
 
 def _generation_of(name: str) -> int | None:
@@ -702,9 +719,16 @@ def _compact_now_and_then(index: Index) -> None:
     fill is a commit, and without this the table grew to 4.7x its live size (benchmarks/index.py)."""
     version = index.store.version()
     last = int(index.catalog.get_meta("compacted_at_version", "0") or 0)
-    if version - last >= COMPACT_EVERY_VERSIONS:
+    compacted_at = index.catalog.get_meta("compacted_at")
+    if not compacted_at:  # the first pass of an index: the clock starts here
+        index.catalog.set_meta("compacted_at", str(time.time()))
+    since = time.time() - float(compacted_at or time.time())
+    # Also by time: the versions a compaction drops hold the text of replaced and deleted rows (a secret taken out of
+    # a file), so they are dropped at the first pass COMPACT_AFTER_S after the last compaction, however few commits.
+    if version - last >= COMPACT_EVERY_VERSIONS or (version > last and since >= COMPACT_AFTER_S):
         index.store.compact()
         index.catalog.set_meta("compacted_at_version", str(index.store.version()))
+        index.catalog.set_meta("compacted_at", str(time.time()))
 
 
 def _embed_texts(index: Index, texts_by_key: dict[str, str], cache: bool = True) -> dict:

@@ -144,8 +144,13 @@ def _write(path: Path, entries: list[Entry]) -> None:
 
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """Hold the registry's write lock (a sibling file: ``os.replace`` swaps the registry's inode under a reader)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Hold the registry's write lock (a sibling file: ``os.replace`` swaps the registry's inode under a reader).
+    The per-user data dir that holds it is made private (0700); a directory ``LOCALIDX_REGISTRY`` names is only
+    created (0700) when missing. The registry itself is 0600 (``mkstemp``)."""
+    from localidx.private import private_dir
+
+    if not os.environ.get(REGISTRY_ENV) or not path.parent.exists():
+        private_dir(path.parent)
     fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -319,6 +319,20 @@ def test_symlinks_inside_listed_outside_skipped(tmp_path):
     assert reasons(d) == {"escape.py": "symlink-outside", "realdir": "not-a-file"}
 
 
+def test_a_symlink_into_git_is_skipped_with_its_reason(tmp_path):
+    """A committed link to .git/config (where credentials such as an extraheader live) is never indexed, and the
+    dry run says why."""
+    repo = make_repo(tmp_path / "r", {"mod.py": "m = 1\n"})
+    git(repo, "config", "http.extraheader", "AUTHORIZATION: basic dXNlcjpwYXNzd29yZDEyMw==")
+    os.symlink(".git/config", repo / "leak.txt")
+    os.symlink(".git", repo / "gitdir")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "links")
+    d = discover(repo, DEFAULT)
+    assert listed(d) == ["mod.py"]
+    assert reasons(d) == {"leak.txt": "symlink-into-git", "gitdir": "symlink-into-git"}
+
+
 def test_symlinks_and_fifo_outside_git(tmp_path, plain):
     (tmp_path / "out.py").write_text("o\n")
     write(plain, {"in.py": "i\n"})
@@ -393,7 +407,7 @@ def test_generated_headers(tmp_path):
 def test_skip_reasons_are_the_documented_set():
     assert set(SKIP_REASONS) == {
         "binary", "too-large", "minified", "lock-file", "generated", "secret-file",
-        "symlink-outside", "unreadable", "localidxignore", "not-a-file", "undecodable-name",
+        "symlink-outside", "symlink-into-git", "unreadable", "localidxignore", "not-a-file", "undecodable-name",
     }
 
 

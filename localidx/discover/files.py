@@ -3,8 +3,9 @@
 ``discover`` lists candidates cheaply: inside git it takes the files git lists (tracked plus untracked-not-ignored,
 see ``localidx.gitrepo``); outside git it walks the directory honouring ``.gitignore`` files. Either way the root's
 ``.localidxignore`` (gitignore syntax) removes more. It then skips what can be judged from the path and a ``stat``:
-lock files, secret-bearing files, oversized files, symlinks leading out of the root, non-files, unreadable files and
-files ``.gitattributes`` marks ``linguist-generated``. Skips that need the content (binary, minified, generated
+lock files, secret-bearing files, oversized files, symlinks leading out of the root or into a ``.git`` directory (a
+repository's own config and credentials: a committed ``leak -> .git/config`` must not be indexed), non-files,
+unreadable files and files ``.gitattributes`` marks ``linguist-generated``. Skips that need the content (binary, minified, generated
 headers) are ``check_content``'s job, called by the chunker on bytes it has already read, so no file is read twice.
 """
 
@@ -34,6 +35,7 @@ SKIP_REASONS = (
     "generated",
     "secret-file",
     "symlink-outside",
+    "symlink-into-git",
     "unreadable",
     "localidxignore",
     "not-a-file",
@@ -78,7 +80,7 @@ LOCK_FILE_SUFFIXES = (".lock", ".lockfile")
 SECRET_FILE_NAMES = frozenset(
     {".env", "credentials", "credentials.json", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".htpasswd"}
 )
-SECRET_FILE_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".jks")
+SECRET_FILE_SUFFIXES = (".pem", ".key", ".ppk", ".p12", ".pfx", ".keystore", ".jks")
 SECRET_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")  # ssh private keys; the .pub halves are public
 ENV_FILE_PREFIX = ".env."
 # Templates that document which variables exist, with placeholder values: worth indexing.
@@ -352,6 +354,8 @@ def _classify(root: Path, path: str, settings: Settings) -> SourceFile | Skipped
             return Skipped(path, "unreadable")
         if not target.is_relative_to(root):
             return Skipped(path, "symlink-outside")
+        if ".git" in target.relative_to(root).parts:
+            return Skipped(path, "symlink-into-git")
         try:
             st = os.stat(abs_str)
         except FileNotFoundError:  # dangling link

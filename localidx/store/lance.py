@@ -35,6 +35,7 @@ ANN_MIN_ROWS = 50_000  # below this, exact search is fast enough and an index co
 # from 4.5 to 69 ms (a loaded 2-core machine), and folding them in cost 0.11 s once; at 10k rows a fold costs about
 # 1 s, at 100k several.
 OPTIMIZE_MIN_ROWS = 200
+VERSIONS_KEPT_S = 300  # compaction keeps the table versions of the last five minutes (for readers pinned on them)
 _PK = {"lance-schema:unenforced-primary-key": "true"}
 
 
@@ -342,12 +343,25 @@ class ChunkStore:
         return self.table().version if self.exists() else 0
 
     def compact(self) -> None:
-        """Fold small commits together and drop versions older than a few minutes (only the single writer calls
-        this; a reader pins the latest version when it starts a query, so the grace period covers it)."""
+        """Fold small commits together and drop versions older than ``VERSIONS_KEPT_S`` with their data files (only
+        the single writer calls this; a reader pins the latest version when it starts a query, so the grace period
+        covers it). Text removed from the work tree leaves the disk with the versions that held it."""
         from datetime import timedelta
 
         if self.exists():
-            self.table().optimize(cleanup_older_than=timedelta(minutes=5))
+            self.table().optimize(cleanup_older_than=timedelta(seconds=VERSIONS_KEPT_S))
+
+    def purge(self) -> None:
+        """Fold the table into its latest version and delete every older version's files at once: no data file is
+        left holding a row that was replaced or deleted (``localidx index --rebuild``; a reader still on an older
+        version would fail, so only a writer no reader shares the index with calls this)."""
+        import warnings
+        from datetime import timedelta
+
+        if self.exists():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # LanceDB warns that older versions go: that is the point
+                self.table().optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
 
 
 def decode_tags(raw: str) -> dict:
