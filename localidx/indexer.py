@@ -237,7 +237,8 @@ def _nothing_to_do(paths, root: Path, settings: Settings, only: list[str] | None
     model), or None: the pass must run. Nothing to do means the last pass left everything settled (``_settled``: no
     vector pending, no failure, no damage), and since then neither the settings nor this package's version, nor a
     file of the chunk table, nor a listed file's stat, nor the list of files has changed; and no reader has marked
-    damage, and no other generation or table waits to be dropped. Anything else runs the pass, which finds what to
+    damage, no call relations of another schema (or none) wait for a rebuild, and no other generation or table waits
+    to be dropped. Anything else runs the pass, which finds what to
     do (a touched file of the same content, a repair) the usual way. The caller holds the write lock."""
     from localidx.store.catalog import Catalog
     from localidx.store.index import damage_marked
@@ -252,6 +253,10 @@ def _nothing_to_do(paths, root: Path, settings: Settings, only: list[str] | None
     try:
         settled = catalog.get_meta(SETTLED)
         if not settled or catalog.dirty:
+            return None
+        from localidx.store.relations import Relations
+
+        if Relations(catalog).stale:  # relations of another schema, or none: the pass rebuilds
             return None
         import json
 
