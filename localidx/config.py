@@ -117,7 +117,7 @@ def setting_digests(settings: "Settings") -> dict[str, str]:
     import hashlib
     import json
 
-    values = dataclasses.asdict(settings)
+    values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}  # asdict would deep-copy
     for name in CLIENT_ONLY:
         if not (settings.summarize and name.startswith("llm_")):
             values.pop(name)
