@@ -28,15 +28,18 @@ import logging
 import os
 import socket
 import stat
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from localidx import __version__
 from localidx.config import Settings
 from localidx.errors import ConfigError
+
+if TYPE_CHECKING:
+    import subprocess
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +270,8 @@ def clean_stale(paths: DaemonPaths) -> dict | None:
 
 def spawn(paths: DaemonPaths) -> subprocess.Popen:
     """Start ``localidx daemon run`` detached (its own session, stdio to the log) in the work tree; returns at once."""
+    import subprocess  # here: a client that finds its daemon running starts none
+
     paths.worktree.mkdir(parents=True, exist_ok=True)
     # Two malloc arenas instead of glibc's 8 per core: the same speed, a few hundred MB less (daemon/memory.py).
     env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
