@@ -82,6 +82,14 @@ def command_policy(settings: Settings, no_daemon: bool = False, starts: bool = T
     return "auto"
 
 
+def search_params(query: str, *, k: int = 10, mode: str = "hybrid", language: str | None = None,
+                  path_glob: str | None = None, kind: str | None = None, files: bool = False) -> dict:
+    """The ``search/query`` request of ``Backend.search``'s arguments (the CLI's fast path sends it too)."""
+    return {"query": query, "k": k, "mode": mode,
+            **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind),
+                                               ("files", files)) if value}}
+
+
 @dataclass
 class Backend:
     """The operations of the work tree at ``root``, done by its daemon or in this process as ``daemon`` says."""
@@ -144,10 +152,8 @@ class Backend:
                 return search_response(index, query, k=k, mode=mode, language=language, path_glob=path_glob,
                                        kind=kind, files=files)
 
-        params = {"query": query, "k": k, "mode": mode,
-                  **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind),
-                                                     ("files", files)) if value}}
-        return self._call("search/query", params, here)
+        return self._call("search/query", search_params(query, k=k, mode=mode, language=language, path_glob=path_glob,
+                                                        kind=kind, files=files), here)
 
     def context(self, query: str, *, profile: str | None = None, max_tokens: int | None = None,
                 top_k: int | None = None, conversation_context: list[str] | None = None, locale: str | None = None,

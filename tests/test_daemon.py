@@ -304,20 +304,62 @@ def test_a_search_with_no_daemon_answers_and_starts_one_for_the_next(daemons):
 
 
 HEAVY = ("lancedb", "pyarrow", "numpy", "pandas", "tree_sitter", "onnxruntime", "tokenizers", "pygit2", "pathspec")
+# Nor what only another command needs: the click CLI (localidx.console answers without it), discovery's filters,
+# starting a process.
+NOT_NEEDED = ("click", "localidx.cli", "localidx.discover.files", "subprocess")
 
 
 def test_a_search_through_the_daemon_imports_nothing_heavy(daemons):
     """The client of a running daemon is thin: the search is the daemon's, and the command imports none of the
-    libraries that do the work (each costs a short command more than its whole answer)."""
+    libraries that do the work (each costs a short command more than its whole answer), nor click."""
     d = daemons
     d.start()
     d.ready()
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "localidx", "search", "verify", "token"],
-                          cwd=d.root, capture_output=True, text=True, timeout=120, env={**os.environ, **d.env})
-    assert proc.returncode == 0 and "auth.py" in proc.stdout, proc.stderr[-2000:]
-    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time")}
-    assert "localidx.client" in imported
-    assert sorted(m for m in imported if m.split(".")[0] in HEAVY) == []
+    for args in (["verify", "token"], ["verify", "token", "--json", "-k", "3", "--mode=bm25"]):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "localidx", "search", *args],
+                              cwd=d.root, capture_output=True, text=True, timeout=120, env={**os.environ, **d.env})
+        assert proc.returncode == 0 and "auth.py" in proc.stdout, proc.stderr[-2000:]
+        imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                    if line.startswith("import time")}
+        assert "localidx.client" in imported
+        assert sorted(m for m in imported if m.split(".")[0] in HEAVY) == []
+        assert sorted(m for m in imported if m in NOT_NEEDED or m.split(".")[0] in NOT_NEEDED) == []
+
+
+CLICK_CLI = "import sys; from localidx.cli import main; main(sys.argv[1:])"  # the CLI without the fast path
+
+
+SEARCHES = [
+    ["verify", "token"],
+    ["how", "is", "a", "token", "verified", "--json"],
+    ["verify", "-k", "1", "--mode", "bm25", "token"],
+    ["token", "--files", "--path=*.py"],
+    ["verify", "token", "--color", "always", "--lang", "python"],
+    ["--kind=function", "verify"],
+    ["xyzzyplugh"],  # nothing matches: exit 1
+    ["verify", "--kind", "nonsense"],  # an unknown kind: exit 2, said by the CLI
+    ["verify", "--path", "[", "--json"],  # a glob that matches nothing
+    [" "],  # the daemon's error: an empty query
+    ["verify", "-k", "0"],  # click's error
+    ["verify", "-k3"],
+    ["--help"],
+]
+
+
+def test_a_search_through_the_daemon_prints_what_the_click_cli_prints(daemons):
+    """``localidx search`` answered without click (localidx.entry) is byte for byte what the click command prints,
+    with the same exit status, for plain, JSON, file and coloured output, and for every error."""
+    d = daemons
+    d.start()
+    d.ready()
+    env = {**os.environ, **d.env}
+    for args in SEARCHES:
+        fast = subprocess.run([sys.executable, "-m", "localidx", "search", *args], cwd=d.root, capture_output=True,
+                              timeout=120, env=env)
+        full = subprocess.run([sys.executable, "-c", CLICK_CLI, "search", *args], cwd=d.root, capture_output=True,
+                              timeout=120, env=env)
+        assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr), args
+        assert fast.stdout or fast.stderr, args
 
 
 def handled(d: Daemons, method: str) -> int:
