@@ -2,9 +2,10 @@
 
 Place in the flow: serve. The callers (``cli.py``, ``githooks.py``, ``mcp_server.py``) hold a ``Backend`` bound to one
 work tree and its settings, and call one method per operation, named for the protocol's methods: ``index``
-(``index/reindex``), ``status`` (``index/status``), ``search`` (``search/query``) and ``context``
-(``context/build``). Each method either sends the request through ``localidx.client`` or calls the library function
-the daemon's handler would call (``indexer.run_index``, ``status.index_status``, ``retrieve``), here.
+(``index/reindex``), ``status`` (``index/status``), ``search`` (``search/query``), ``context``
+(``context/build``) and ``chunks`` (``chunks/show``). Each method either sends the request through ``localidx.client`` or calls the library function
+the daemon's handler would call (``indexer.run_index``, ``status.index_status``, ``retrieve``,
+``preview.chunk_paths``), here.
 
 Why a module of its own and not part of ``client.py``: the client is the wire (connect, hello, request: it knows
 no operation and nothing of the library beyond the protocol), while this module knows what each method means
@@ -173,6 +174,18 @@ class Backend:
                                      {**options, "lang": language, "path": path_glob, "kind": kind}.items()
                                      if value is not None}}
         return self._call("context/build", params, here)
+
+    def chunks(self, paths: list[str], *, max_tokens: int | None = None) -> dict:
+        """How the work tree's files at ``paths`` (repo-relative) are chunked (``localidx chunks --json``):
+        ``{files: [{path, language, skipped, chunks}]}`` (``preview.chunk_paths``)."""
+
+        def here() -> dict:
+            from localidx.preview import chunk_paths
+
+            return chunk_paths(self.root, paths, self.settings, max_tokens=max_tokens)
+
+        params: dict[str, Any] = {"paths": paths, **({"max_tokens": max_tokens} if max_tokens is not None else {})}
+        return self._call("chunks/show", params, here)
 
     # -- the decision ---------------------------------------------------------------------------------------------
 

@@ -60,8 +60,8 @@ def _repo_relative(root: Path, path: Path) -> str:
 def cli() -> None:
     """A local-first code indexer: chunk, index and search the repository you are in.
 
-    search, context, ask and status answer through the work tree's daemon, which keeps the index and the model
-    warm. When none runs, the command answers by itself and then starts one in the background for the next (not
+    search, context, ask, status and chunks answer through the work tree's daemon, which keeps the index, the
+    model and the chunker warm. When none runs, the command answers by itself and then starts one in the background for the next (not
     under CI); the daemon stops after an hour without use. --no-daemon, or daemon = "never" in .localidx.toml or
     LOCALIDX_DAEMON=never, keeps every command in its own process."""
 
@@ -70,34 +70,38 @@ def cli() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the chunk records as JSON.")
 @click.option("--max-tokens", type=int, default=None, help="Split chunks over this many tokens.")
-def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> None:
+@_NO_DAEMON
+def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None, no_daemon: bool) -> None:
     """Show how files are chunked: one line per chunk (lines, kind, tokens, symbol)."""
-    from localidx.chunk import chunk_file
-    from localidx.discover import find_root, read_source
+    from localidx.discover import find_root
 
     for path in paths:
         _check_file_argument(path)
     records = []
-    settings_by_root: dict = {}
+    backends: dict = {}
     for path in paths:
-        # Each path is chunked as part of its own repository (the one it is in, not the current directory's).
-        root, _in_git = find_root(path.absolute().parent)
-        if root not in settings_by_root:
-            settings_by_root[root] = _settings(root, max_tokens=max_tokens)
-        settings = settings_by_root[root]
+        # Each path is chunked as part of its own repository (the one it is in, not the current directory's), by
+        # that work tree's daemon when one runs.
+        root, in_git = find_root(path.absolute().parent)
+        if root not in backends:
+            if max_tokens is not None:
+                _settings(root, max_tokens=max_tokens)  # a bad --max-tokens is said before any file is read
+            backends[root] = _backend(root, in_git, _settings(root), no_daemon)
         rel = _repo_relative(root, path.absolute())
-        data = read_source(path)
-        result = chunk_file(rel, data, settings)
-        if result.skipped:
-            click.echo(f"{_p(rel)}: skipped ({result.skipped})", err=True)
+        result = backends[root].chunks([rel], max_tokens=max_tokens)["files"][0]
+        if result["skipped"]:
+            click.echo(f"{_p(rel)}: skipped ({result['skipped']})", err=True)
             continue
         if as_json:
-            records.extend(c.to_dict() for c in result.chunks)
+            records.extend(result["chunks"])
             continue
-        click.echo(f"{_p(rel)}  ({result.language}, {len(result.chunks)} chunks)")
-        for c in result.chunks:
-            label = c.symbol or c.title
-            click.echo(f"  {_p(rel)}:{c.start_line}-{c.end_line}  {c.kind:<9} {c.token_count:>5} tok  {_p(label)}")
+        click.echo(f"{_p(rel)}  ({result['language']}, {len(result['chunks'])} chunks)")
+        for c in result["chunks"]:
+            label = c["symbol"] or c["title"]
+            click.echo(f"  {_p(rel)}:{c['start_line']}-{c['end_line']}  {c['kind']:<9} {c['token_count']:>5} tok  "
+                       f"{_p(label)}")
+    for backend in backends.values():
+        _say_if_started(backend)
     if as_json:
         _echo_json(records)
 

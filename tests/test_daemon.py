@@ -390,6 +390,24 @@ def test_no_daemon_keeps_the_work_in_this_process_while_a_daemon_runs(daemons):
     assert d.cli("search", "verify", "token", env=AUTO).returncode == 0 and handled(d, "search/query") == 1
 
 
+def test_chunks_goes_through_the_running_daemon_and_prints_what_it_prints_by_itself(daemons):
+    d = daemons
+    d.start(env={"LOCALIDX_DEBUG": "1"})
+    (d.root / "sub").mkdir()
+    (d.root / "sub" / "notes.md").write_text("# Notes\n\nHow tokens are checked.\n\n## Expiry\n\nTokens expire.\n")
+    for args in (["auth.py"], ["auth.py", "README.md", "--json"], ["auth.py", "--max-tokens", "40"],
+                 ["sub/notes.md", "auth.py", "--json", "--max-tokens", "64"]):
+        before = handled(d, "chunks/show")
+        through = d.cli("chunks", *args, env=AUTO)
+        assert through.returncode == 0 and through.stderr == "" and through.stdout, through.stderr
+        assert handled(d, "chunks/show") == before + len([a for a in args if "." in a])
+        alone = d.cli("chunks", *args, "--no-daemon", env=AUTO)
+        assert (alone.returncode, alone.stdout, alone.stderr) == (through.returncode, through.stdout, through.stderr)
+    assert "auth.py:1-" in d.cli("chunks", "../" + d.root.name + "/auth.py", env=AUTO).stdout
+    bad = d.cli("chunks", "auth.py", "--max-tokens", "5", env=AUTO)
+    assert bad.returncode == 2 and bad.stderr.startswith("localidx: error: --max-tokens: max_tokens must be")
+
+
 def test_index_goes_through_the_running_daemon(daemons):
     d = daemons
     d.start()
@@ -637,6 +655,9 @@ def test_a_request_for_a_path_outside_the_work_tree_is_a_usage_error(daemons):
         assert response["error"]["code"] == protocol.USAGE_ERROR and "outside" in response["error"]["message"]
         response = raw.ask("search/query", {"query": "x", "kind": "gadget"}, id_=2)
         assert response["error"]["code"] == protocol.USAGE_ERROR and "unknown kind" in response["error"]["message"]
+        for id_, outside in enumerate(["../elsewhere.py", "/etc/hostname", "a/../../elsewhere.py"], 3):
+            response = raw.ask("chunks/show", {"paths": [outside]}, id_=id_)
+            assert response["error"]["code"] == protocol.USAGE_ERROR and "outside" in response["error"]["message"]
 
 
 def test_an_empty_index_answers_index_not_ready(make_repo, daemons):
