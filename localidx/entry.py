@@ -18,10 +18,12 @@ Place in the flow: serve, before ``cli.py``. Invariants:
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from pathlib import Path
 
-from localidx.console import error_exit, parse_kinds, print_search, settings_for, text_args
+from localidx.console import echo, error_exit, parse_kinds, print_search, settings_for, text_args
 
 # The options of `localidx search` that the fast path takes: option -> (parameter, what it holds: bool for a flag,
 # str, a range of integers or a tuple of choices) and the parameters' defaults, as cli.py's click definition has
@@ -118,16 +120,48 @@ def _search_through_daemon(args: list[str]) -> bool:
 
 
 
+COMPLETE_ENV = "_LOCALIDX_COMPLETE"  # click's shell completion for the prog name "localidx": click's to answer
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``localidx`` script: a search through a running daemon here, anything else by the CLI."""
+    """Entry point of the ``localidx`` script: a search through a running daemon here, anything else by the CLI.
+
+    An interrupted or cut-off search ends as under click: ^C prints an empty line and ``localidx: aborted`` (exit
+    130), a closed pipe exits 1 and silences the final flush, any other error ends as ``cli.main`` ends it."""
     args = sys.argv[1:] if argv is None else list(argv)
-    if args[:1] == ["search"]:
+    if args[:1] == ["search"] and not os.environ.get(COMPLETE_ENV):
         try:
             done = _search_through_daemon(args[1:])
-        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - ended as cli.main ends it
+        except (EOFError, KeyboardInterrupt):
+            echo("", err=True)
+            echo("localidx: aborted", err=True)
+            sys.exit(130)
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                sys.exit(error_exit(exc))
+            sys.stdout, sys.stderr = _Pacified(sys.stdout), _Pacified(sys.stderr)
+            sys.exit(1)
+        except Exception as exc:  # noqa: BLE001 - ended as cli.main ends it
             sys.exit(error_exit(exc))
         if done:
             sys.exit(0)
     from localidx.cli import main as cli_main
 
     cli_main(args)
+
+
+class _Pacified:
+    """A stream whose flush ignores a closed pipe (the interpreter flushes stdout and stderr once more at exit)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)

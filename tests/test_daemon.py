@@ -360,6 +360,17 @@ def test_a_search_through_the_daemon_prints_what_the_click_cli_prints(daemons):
                               timeout=120, env=env)
         assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr), args
         assert fast.stdout or fast.stderr, args
+    closed = []  # a reader that went away before the answer (`localidx search ... | head -0`): the same exit
+    for command in ([sys.executable, "-m", "localidx"], [sys.executable, "-c", CLICK_CLI]):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            proc = subprocess.run([*command, "search", "verify", "token"], cwd=d.root, stdout=write,
+                                  stderr=subprocess.PIPE, timeout=120, env=env)
+        finally:
+            os.close(write)
+        closed.append((proc.returncode, proc.stderr))
+    assert closed[0] == closed[1] == (1, b"")
 
 
 def handled(d: Daemons, method: str) -> int:
