@@ -40,6 +40,7 @@ SEARCH_OPTIONS: dict[str, tuple[str, object]] = {
 }
 SEARCH_DEFAULTS = {"k": 10, "mode": "hybrid", "language": None, "path_glob": None, "kind": None, "files": False,
                    "color": "auto", "as_json": False}
+COMPLETE_ENV = "_LOCALIDX_COMPLETE"  # click's shell completion for the prog name "localidx": click's to answer
 
 
 def parse_search(args: list[str]) -> dict | None:
@@ -116,11 +117,6 @@ def _search_through_daemon(args: list[str]) -> bool:
         response = client.request("search/query", params, timeout=REQUEST_TIMEOUT_S)
     print_search(response, options["as_json"], options["files"], options["mode"], query, options["color"])
     return True
-
-
-
-
-COMPLETE_ENV = "_LOCALIDX_COMPLETE"  # click's shell completion for the prog name "localidx": click's to answer
 
 
 def main(argv: list[str] | None = None) -> None:
