@@ -3,9 +3,9 @@
 Place in the flow: serve. The callers (``cli.py``, ``githooks.py``, ``mcp_server.py``) hold a ``Backend`` bound to one
 work tree and its settings, and call one method per operation, named for the protocol's methods: ``index``
 (``index/reindex``), ``status`` (``index/status``), ``search`` (``search/query``), ``context``
-(``context/build``) and ``chunks`` (``chunks/show``). Each method either sends the request through ``localidx.client`` or calls the library function
-the daemon's handler would call (``indexer.run_index``, ``status.index_status``, ``retrieve``,
-``preview.chunk_paths``), here.
+(``context/build``) and ``chunks`` (``chunks/show``). Each method either sends the request through
+``localidx.client`` or calls the library function the daemon's handler would call (``indexer.run_index``,
+``status.index_status``, ``retrieve``, ``preview.chunk_paths``), here.
 
 Why a module of its own and not part of ``client.py``: the client is the wire (connect, hello, request: it knows
 no operation and nothing of the library beyond the protocol), while this module knows what each method means

@@ -61,9 +61,9 @@ def cli() -> None:
     """A local-first code indexer: chunk, index and search the repository you are in.
 
     search, context, ask, status and chunks answer through the work tree's daemon, which keeps the index, the
-    model and the chunker warm. When none runs, the command answers by itself and then starts one in the background for the next (not
-    under CI); the daemon stops after an hour without use. --no-daemon, or daemon = "never" in .localidx.toml or
-    LOCALIDX_DAEMON=never, keeps every command in its own process."""
+    model and the chunker warm. When none runs, the command answers by itself and then starts one in the background
+    for the next (not under CI); the daemon stops after an hour without use. --no-daemon, or daemon = "never" in
+    .localidx.toml or LOCALIDX_DAEMON=never, keeps every command in its own process."""
 
 
 @cli.command()
