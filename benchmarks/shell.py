@@ -11,7 +11,12 @@ for). Printed, localidx first, semble beside it, and their ratio:
   empty cache;
 - **index with nothing changed** (no daemon), p50 of ``--runs``;
 - **search from the shell with a warm daemon**: ``localidx search Q -k 10`` while the work tree's daemon runs, p50
-  wall and the client's CPU, against ``semble search Q DIR -k 10`` with its index cache warm;
+  wall and the client's CPU, against ``semble search Q DIR -k 10`` with its index cache warm; and the daemon's share
+  of it (each run's wall less its client CPU: the socket, the hello and the daemon's search);
+- **search in the command's own process**: ``localidx search Q --no-daemon`` (what a first search does before it
+  starts the daemon: LanceDB, the model and the search in one process);
+- **chunks through the daemon**: ``localidx chunks FILE`` (the best match's file) with the daemon running, against
+  ``--no-daemon`` (the chunker loaded by the command);
 - **first search with no daemon**: ``localidx search`` with ``LOCALIDX_DAEMON=auto`` and no daemon running (it
   starts one in the background and answers by itself), against ``semble search`` with an empty cache;
 - **warm search inside the daemon**: ``search/query`` over one socket connection for every question of the
@@ -24,7 +29,10 @@ embed with the same vectors (its default model comes from a hub that is unreacha
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/shell.py --semble /path/to/semble-venv/bin/python \\
         [--repos click,gin] [--work /tmp/localidx-shell] [--runs 7] [--source DIR] [--spec repos.json] \\
-        [--annotations DIR] [--scale REPO:HOME ...] [--resume]
+        [--annotations DIR] [--scale REPO:HOME ...] [--resume] [--localidx PATH]
+
+``--localidx PATH`` times that ``localidx`` script (a regular install's, what users run) instead of this
+interpreter's ``-m localidx`` (an editable install adds its import finder to every start).
 
 ``--scale REPO:HOME`` adds the warm in-daemon search for an index built elsewhere (benchmarks/daemon.py's 10k and
 100k repositories), with benchmarks/query.py's questions. Not a timed test: machines are noisy; run it, read it,
@@ -200,6 +208,18 @@ def shell_searches(name: str, repo: Path, root: str, work: Path, semble: str, se
     warm = [run([*LOCALIDX, "search", *q.split(), "-k", "10"], cwd=repo, env=env) for q in queries[:runs]]
     out["warm_wall"] = [r["wall"] for r in warm]
     out["warm_cpu"] = [r["cpu"] for r in warm]
+    out["daemon_share"] = [r["wall"] - r["cpu"] for r in warm]
+    nodaemon = [run([*LOCALIDX, "search", *q.split(), "-k", "10", "--no-daemon"], cwd=repo, env=env)
+                for q in queries[:max(3, runs // 2)]]
+    out["nodaemon_wall"] = [r["wall"] for r in nodaemon]
+    out["nodaemon_cpu"] = [r["cpu"] for r in nodaemon]
+    best = next((line.split(":", 1)[0] for r in warm for line in r["out"].splitlines() if ":" in line), None)
+    if best:
+        chunks = [run([*LOCALIDX, "chunks", best], cwd=repo, env=env) for _ in range(runs)]
+        alone = [run([*LOCALIDX, "chunks", best, "--no-daemon"], cwd=repo, env=env) for _ in range(max(3, runs // 2))]
+        out["chunks_file"] = best
+        out["chunks_wall"], out["chunks_cpu"] = [r["wall"] for r in chunks], [r["cpu"] for r in chunks]
+        out["chunks_alone_wall"], out["chunks_alone_cpu"] = [r["wall"] for r in alone], [r["cpu"] for r in alone]
     out["in_daemon"] = daemon_search_p50(repo, env, queries)
     run([*LOCALIDX, "daemon", "stop"], cwd=repo, env=env)
     # semble: a cold cache for its first search, then its cached index from the shell, then in one warm process.
@@ -242,7 +262,10 @@ def main() -> None:
                         help="repositories whose searches are timed (all are indexed)")
     parser.add_argument("--scale", action="append", default=[], help="REPO:HOME of a larger index")
     parser.add_argument("--resume", action="store_true", help="reuse the cold-index figures of an earlier run")
+    parser.add_argument("--localidx", default=None, help="the localidx script to time (default: python -m localidx)")
     args = parser.parse_args()
+    if args.localidx:
+        LOCALIDX[:] = [str(Path(args.localidx).resolve())]
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     os.environ.pop("LOCALIDX_SOCK", None)
@@ -301,6 +324,12 @@ def main() -> None:
               f"   {ratio(p(s['warm_wall']), p(s['semble_wall']))}")
         print(f"  search, warm daemon: client CPU {ms(p(s['warm_cpu']))}   semble CPU {ms(p(s['semble_cpu']))}"
               f"   {ratio(p(s['warm_cpu']), p(s['semble_cpu']))}")
+        print(f"  search, warm daemon: its share  {ms(p(s['daemon_share']))}   (wall less client CPU, p50)")
+        print(f"  search --no-daemon: wall        {ms(p(s['nodaemon_wall']))}   CPU {ms(p(s['nodaemon_cpu']))}")
+        if s.get("chunks_file"):
+            print(f"  chunks {s['chunks_file']}: through the daemon {ms(p(s['chunks_wall']))} wall, "
+                  f"{ms(p(s['chunks_cpu']))} CPU; --no-daemon {ms(p(s['chunks_alone_wall']))} wall, "
+                  f"{ms(p(s['chunks_alone_cpu']))} CPU")
         print(f"  warm search in the daemon       {ms(p(s['in_daemon']))}   semble in one process "
               f"{ms(p(s['semble_in_process']))}   {ratio(p(s['in_daemon']), p(s['semble_in_process']))}   "
               f"(p50 of {len(s['in_daemon'])} questions)")

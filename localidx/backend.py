@@ -2,9 +2,10 @@
 
 Place in the flow: serve. The callers (``cli.py``, ``githooks.py``, ``mcp_server.py``) hold a ``Backend`` bound to one
 work tree and its settings, and call one method per operation, named for the protocol's methods: ``index``
-(``index/reindex``), ``status`` (``index/status``), ``search`` (``search/query``) and ``context``
-(``context/build``). Each method either sends the request through ``localidx.client`` or calls the library function
-the daemon's handler would call (``indexer.run_index``, ``status.index_status``, ``retrieve``), here.
+(``index/reindex``), ``status`` (``index/status``), ``search`` (``search/query``), ``context``
+(``context/build``) and ``chunks`` (``chunks/show``). Each method either sends the request through
+``localidx.client`` or calls the library function the daemon's handler would call (``indexer.run_index``,
+``status.index_status``, ``retrieve``, ``preview.chunk_paths``), here.
 
 Why a module of its own and not part of ``client.py``: the client is the wire (connect, hello, request: it knows
 no operation and nothing of the library beyond the protocol), while this module knows what each method means
@@ -82,6 +83,14 @@ def command_policy(settings: Settings, no_daemon: bool = False, starts: bool = T
     return "auto"
 
 
+def search_params(query: str, *, k: int = 10, mode: str = "hybrid", language: str | None = None,
+                  path_glob: str | None = None, kind: str | None = None, files: bool = False) -> dict:
+    """The ``search/query`` request of ``Backend.search``'s arguments (the CLI's fast path sends it too)."""
+    return {"query": query, "k": k, "mode": mode,
+            **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind),
+                                               ("files", files)) if value}}
+
+
 @dataclass
 class Backend:
     """The operations of the work tree at ``root``, done by its daemon or in this process as ``daemon`` says."""
@@ -144,10 +153,8 @@ class Backend:
                 return search_response(index, query, k=k, mode=mode, language=language, path_glob=path_glob,
                                        kind=kind, files=files)
 
-        params = {"query": query, "k": k, "mode": mode,
-                  **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind),
-                                                     ("files", files)) if value}}
-        return self._call("search/query", params, here)
+        return self._call("search/query", search_params(query, k=k, mode=mode, language=language, path_glob=path_glob,
+                                                        kind=kind, files=files), here)
 
     def context(self, query: str, *, profile: str | None = None, max_tokens: int | None = None,
                 top_k: int | None = None, conversation_context: list[str] | None = None, locale: str | None = None,
@@ -167,6 +174,18 @@ class Backend:
                                      {**options, "lang": language, "path": path_glob, "kind": kind}.items()
                                      if value is not None}}
         return self._call("context/build", params, here)
+
+    def chunks(self, paths: list[str], *, max_tokens: int | None = None) -> dict:
+        """How the work tree's files at ``paths`` (repo-relative) are chunked (``localidx chunks --json``):
+        ``{files: [{path, language, skipped, chunks}]}`` (``preview.chunk_paths``)."""
+
+        def here() -> dict:
+            from localidx.preview import chunk_paths
+
+            return chunk_paths(self.root, paths, self.settings, max_tokens=max_tokens)
+
+        params: dict[str, Any] = {"paths": paths, **({"max_tokens": max_tokens} if max_tokens is not None else {})}
+        return self._call("chunks/show", params, here)
 
     # -- the decision ---------------------------------------------------------------------------------------------
 

@@ -18,25 +18,14 @@ from pathlib import Path
 import click
 
 from localidx import __version__
-from localidx.errors import INTERNAL_ERROR_EXIT, NO_MATCH_EXIT, LocalidxError, UsageError
+from localidx.console import echo_json as _echo_json
+from localidx.console import echo_warnings as _echo_warnings
+from localidx.console import error_exit, print_search
+from localidx.console import parse_kinds as _parse_kinds
+from localidx.console import settings_for as _settings
+from localidx.console import text_args as _text_args
+from localidx.errors import NO_MATCH_EXIT, LocalidxError, UsageError
 from localidx.text import printable as _p  # every plain printer: file names and messages on one line each
-from localidx.text import valid_text
-
-
-_trust_warnings: set[str] = set()
-
-
-def _settings(root: Path | None, **overrides):
-    """The settings for ``root``; what an untrusted repository file set and was not taken is said once on stderr."""
-    from localidx.config import load_settings, trust_warning
-
-    ignored: list = []
-    settings = load_settings(root, overrides, ignored=ignored)
-    message = trust_warning(ignored, root)
-    if message and message not in _trust_warnings:
-        _trust_warnings.add(message)
-        click.echo(f"localidx: warning: {_p(message)}", err=True)
-    return settings
 
 
 def _backend(root: Path, in_git: bool, settings, no_daemon: bool = False, starts: bool = True):
@@ -66,20 +55,16 @@ def _repo_relative(root: Path, path: Path) -> str:
         raise UsageError(f"{path} is outside the repository at {root}") from None
 
 
-def _echo_json(value) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="localidx")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """A local-first code indexer: chunk, index and search the repository you are in.
 
-    search, context, ask and status answer through the work tree's daemon, which keeps the index and the model
-    warm. When none runs, the command answers by itself and then starts one in the background for the next (not
-    under CI); the daemon stops after an hour without use. --no-daemon, or daemon = "never" in .localidx.toml or
-    LOCALIDX_DAEMON=never, keeps every command in its own process."""
+    search, context, ask, status and chunks answer through the work tree's daemon, which keeps the index, the
+    model and the chunker warm. When none runs, the command answers by itself and then starts one in the background
+    for the next (not under CI); the daemon stops after an hour without use. --no-daemon, or daemon = "never" in
+    .localidx.toml or LOCALIDX_DAEMON=never, keeps every command in its own process."""
     from localidx.private import restrict_umask
 
     if ctx.invoked_subcommand != "cluster":  # an organisation's shared index is meant to be read by others
@@ -90,49 +75,47 @@ def cli(ctx: click.Context) -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the chunk records as JSON.")
 @click.option("--max-tokens", type=int, default=None, help="Split chunks over this many tokens.")
-def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> None:
+@_NO_DAEMON
+def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None, no_daemon: bool) -> None:
     """Show how files are chunked: one line per chunk (lines, kind, tokens, symbol)."""
-    from localidx.chunk import chunk_file
-    from localidx.discover import find_root, read_source
+    from localidx.discover import find_root
 
     for path in paths:
         _check_file_argument(path)
     records = []
-    settings_by_root: dict = {}
+    backends: dict = {}
     for path in paths:
-        # Each path is chunked as part of its own repository (the one it is in, not the current directory's).
-        root, _in_git = find_root(path.absolute().parent)
-        if root not in settings_by_root:
-            settings_by_root[root] = _settings(root, max_tokens=max_tokens)
-        settings = settings_by_root[root]
+        # Each path is chunked as part of its own repository (the one it is in, not the current directory's), by
+        # that work tree's daemon when one runs.
+        root, in_git = find_root(path.absolute().parent)
+        if root not in backends:
+            if max_tokens is not None:
+                _settings(root, max_tokens=max_tokens)  # a bad --max-tokens is said before any file is read
+            backends[root] = _backend(root, in_git, _settings(root), no_daemon)
         rel = _repo_relative(root, path.absolute())
-        data = read_source(path)
-        result = chunk_file(rel, data, settings)
-        if result.skipped:
-            click.echo(f"{_p(rel)}: skipped ({result.skipped})", err=True)
+        result = backends[root].chunks([rel], max_tokens=max_tokens)["files"][0]
+        if result["skipped"]:
+            click.echo(f"{_p(rel)}: skipped ({result['skipped']})", err=True)
             continue
         if as_json:
-            records.extend(c.to_dict() for c in result.chunks)
+            records.extend(result["chunks"])
             continue
-        click.echo(f"{_p(rel)}  ({result.language}, {len(result.chunks)} chunks)")
-        for c in result.chunks:
-            label = c.symbol or c.title
-            click.echo(f"  {_p(rel)}:{c.start_line}-{c.end_line}  {c.kind:<9} {c.token_count:>5} tok  {_p(label)}")
+        click.echo(f"{_p(rel)}  ({result['language']}, {len(result['chunks'])} chunks)")
+        for c in result["chunks"]:
+            label = c["symbol"] or c["title"]
+            click.echo(f"  {_p(rel)}:{c['start_line']}-{c['end_line']}  {c['kind']:<9} {c['token_count']:>5} tok  "
+                       f"{_p(label)}")
+    for backend in backends.values():
+        _say_if_started(backend)
     if as_json:
         _echo_json(records)
-
-
-def _text_args(*values):
-    """Text arguments as valid Unicode: argv carries bytes that were not UTF-8 as lone surrogates, which no
-    tokenizer or JSON writer takes (``localidx.text.valid_text``); None stays None."""
-    return tuple(valid_text(v) if isinstance(v, str) else v for v in values)
 
 
 def _check_file_argument(path: Path) -> None:
     """UsageError unless ``path`` is a regular file (after symlinks): never open a FIFO, a device or a loop."""
     import errno
 
-    from localidx.discover.files import file_kind
+    from localidx.discover.root import file_kind
 
     try:
         mode = path.stat().st_mode
@@ -147,18 +130,6 @@ def _check_file_argument(path: Path) -> None:
         raise UsageError(f"{path} is a directory; give files (or run `localidx index --dry-run {path}`)")
     if kind != "a file":
         raise UsageError(f"{path} is {kind}, not a regular file")
-
-
-def _parse_kinds(value: str | None) -> set[str] | None:
-    if not value:
-        return None
-    from localidx.records import KINDS
-
-    kinds = {k.strip() for k in value.split(",") if k.strip()}
-    unknown = kinds - set(KINDS)
-    if unknown:
-        raise UsageError(f"unknown kind(s) {', '.join(sorted(unknown))}; known: {', '.join(KINDS)}")
-    return kinds
 
 
 PROGRESS_S_ENV = "LOCALIDX_PROGRESS_S"  # seconds between progress lines when stderr is not a terminal (default 10)
@@ -422,47 +393,7 @@ def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path
         response = backend.search(query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind,
                                   files=files)
         _say_if_started(backend)
-    from localidx.highlight import use_color
-
-    _print_matches(response, as_json, files, mode, query, use_color(color, sys.stdout.isatty()))
-    if not response["matches"]:
-        sys.exit(NO_MATCH_EXIT)
-
-
-def _print_matches(response: dict, as_json: bool, files: bool = False, mode: str = "hybrid", query: str = "",
-                   color: bool = False) -> None:
-    if as_json:
-        _echo_json(response)
-        return
-    _echo_warnings(response.get("warnings", []))
-    matches = response["matches"]
-    if not matches:
-        click.echo("localidx: no matches", err=True)
-        return
-    if mode != "vector" and not any(m.get("bm25_score") is not None for m in matches):
-        best = matches[0].get("similarity")
-        click.echo("localidx: weak matches only: no word of the query matched, only its meaning"
-                   + (f" (best similarity {best:.2f})" if best is not None else ""), err=True)
-    if files:
-        for f in response["files"]:
-            repo = f"{_p(f['repo'])}: " if f.get("repo") else ""
-            count = f"{f['matches']} match{'es' if f['matches'] != 1 else ''}"
-            click.echo(f"{repo}{_p(f['path'])}  {f['score']:.3f}  ({count}; best {f['start_line']}-{f['end_line']}"
-                       f"{'  ' + _p(f['symbol']) if f['symbol'] else ''})")
-        return
-    from localidx.highlight import MAGENTA, RESET, query_terms, render, snippet
-
-    terms = query_terms(query)
-    for m in matches:
-        label = m["symbol"] or m["title"]
-        stale = "  [stale: file changed since indexed]" if m["stale"] else ""
-        repo = f"{_p(m['repo'])}: " if m.get("repo") else ""
-        sim = f"  sim {m['similarity']:.2f}" if m.get("similarity") is not None else ""
-        where = f"{repo}{_p(m['path'])}:{m['start_line']}-{m['end_line']}"
-        click.echo(f"{MAGENTA + where + RESET if color else where}  {_p(label)}  {m['score']:.3f}{sim}{stale}",
-                   color=color)
-        for line in snippet(m["text"], m["start_line"], terms):
-            click.echo(render(line, color, _p), color=color)
+    print_search(response, as_json, files, mode, query, color)
 
 
 _CONTEXT_OPTIONS = [
@@ -870,11 +801,6 @@ def trust_command(show: bool, revoke: bool, as_json: bool) -> None:
         sys.exit(NO_MATCH_EXIT)
 
 
-def _echo_warnings(warnings: list[str]) -> None:
-    for warning in warnings:
-        click.echo(f"localidx: warning: {_p(warning)}", err=True)
-
-
 @cli.group(name="repos", invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the registry's entries as JSON.")
 @click.pass_context
@@ -991,15 +917,6 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except LocalidxError as exc:
-        click.echo(f"localidx: error: {_p(exc)}", err=True)
-        sys.exit(exc.exit_code)
-    except (BrokenPipeError, KeyboardInterrupt):
-        sys.exit(130)
-    except Exception as exc:  # a bug: say so in one line, keep the traceback for LOCALIDX_DEBUG
-        if os.environ.get("LOCALIDX_DEBUG") == "1":
-            raise
-        click.echo(f"localidx: internal error: {type(exc).__name__}: {_p(exc)} (LOCALIDX_DEBUG=1 shows the traceback)",
-                   err=True)
-        sys.exit(INTERNAL_ERROR_EXIT)
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - a LocalidxError, ^C, a closed pipe or a bug
+        sys.exit(error_exit(exc))
     sys.exit(0)

@@ -31,15 +31,18 @@ import logging
 import os
 import socket
 import stat
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from localidx import __version__
 from localidx.config import Settings
 from localidx.errors import ConfigError
+
+if TYPE_CHECKING:
+    import subprocess
 
 log = logging.getLogger(__name__)
 
@@ -311,6 +314,8 @@ def clean_stale(paths: DaemonPaths) -> dict | None:
 
 def spawn(paths: DaemonPaths) -> subprocess.Popen:
     """Start ``localidx daemon run`` detached (its own session, stdio to the log) in the work tree; returns at once."""
+    import subprocess  # here: a client that finds its daemon running starts none
+
     from localidx.private import private_dir
 
     private_dir(paths.worktree)

@@ -137,9 +137,10 @@ class ChunkStore:
         META_VERSION (``localidx.explain.table_variant``); "" for the plain table. ``generation``: the work
         tree's index generation this table belongs to. ``cache_path``: the vector cache's file (default:
         ``vectors.sqlite`` beside ``db_dir``)."""
+        from localidx.store.lancedb_import import import_lancedb
         from localidx.store.vectors import FILE_NAME, VectorCache
 
-        import lancedb
+        lancedb = import_lancedb()
 
         self.db_dir = db_dir
         self.dim = dim
