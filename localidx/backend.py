@@ -2,9 +2,10 @@
 
 Place in the flow: serve. The callers (``cli.py``, ``githooks.py``, ``mcp_server.py``) hold a ``Backend`` bound to one
 work tree and its settings, and call one method per operation, named for the protocol's methods: ``index``
-(``index/reindex``), ``status`` (``index/status``), ``search`` (``search/query``) and ``context``
-(``context/build``). Each method either sends the request through ``localidx.client`` or calls the library function
-the daemon's handler would call (``indexer.run_index``, ``status.index_status``, ``retrieve``), here.
+(``index/reindex``), ``status`` (``index/status``), ``search`` (``search/query``), ``context``
+(``context/build``) and ``chunks`` (``chunks/show``). Each method either sends the request through
+``localidx.client`` or calls the library function the daemon's handler would call (``indexer.run_index``,
+``status.index_status``, ``retrieve``, ``preview.chunk_paths``), here.
 
 Why a module of its own and not part of ``client.py``: the client is the wire (connect, hello, request: it knows
 no operation and nothing of the library beyond the protocol), while this module knows what each method means
@@ -17,17 +18,28 @@ Invariants:
   whether a daemon answered or the work was done here. Two differences are the protocol's own: a daemon's
   ``index/status`` also describes the daemon under ``daemon``, and ``index(wait=False)`` answered by a daemon is
   ``{queued, full}`` (queued for its writer) where in-process work always runs and returns the run's record.
-- The caller's policy is explicit, one of ``DAEMON_USES``, and decided here only:
+- The caller's policy is explicit, one of ``DAEMON_USES``, and decided here only (``command_policy`` picks the
+  CLI's from its flag, the ``daemon`` setting and the environment):
 
     ``"start"``     the daemon, started when none runs, restarted once when its version or settings differ; never
                     in-process (the MCP server: it must not import lancedb or load a model). Failures raise.
+    ``"auto"``      the daemon when one runs; when none runs (or it runs another version or other settings), this
+                    call is done in-process (a cold daemon loads lancedb and the model first: waiting for it would
+                    be slower than doing the work here) and then one is started in the background (after the work,
+                    so that the two do not share the cores), so the next call finds it warm (the CLI's ``search``,
+                    ``context``, ``ask``, ``status``).
+                    Nothing is started for a work tree with nothing indexed (the daemon would index it all,
+                    unasked), while its write lock is held (a daemon starting, an indexer), or for
+                    ``RETRY_START_S`` after a daemon failed to start. Failures of a daemon that answered raise.
     ``"running"``   the daemon when one runs (restarted once when its version or settings differ), else in-process
-                    (the CLI: no daemon is started for one command). Failures of a daemon that answered raise.
+                    (``index``, and every command under CI or with ``daemon = "running"``).
+    ``"never"``     in-process, whatever runs (``--no-daemon``, ``daemon = "never"``).
     ``"fallback"``  the daemon running now, as it is, asked briefly (``FALLBACK_TIMEOUT_S``; never started,
                     restarted or checked against these settings); anything short of an answer means in-process (the
                     git hooks: a change must never be lost, and a hook never waits on a sick daemon).
 
-- ``via`` says who did the last call's work: ``"daemon"`` or ``"in-process"``.
+- ``via`` says who did the last call's work: ``"daemon"`` or ``"in-process"``; ``started`` whether a call started a
+  daemon in the background (the CLI says so on stderr).
 - Light to import: the in-process library (lancedb, the model, tree-sitter) is imported inside the methods that run
   it, only when they do.
 """
@@ -35,22 +47,48 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, get_args
 
-from localidx.client import Client, DaemonUnavailable, connect, connect_as_is
+from localidx.client import (Client, DaemonUnavailable, VersionMismatch, connect, connect_as_is, restart_reason,
+                             start_in_background, stop_daemon)
 from localidx.config import Settings
 from localidx.errors import ConfigError, UsageError
 
 log = logging.getLogger(__name__)
 
-DaemonUse = Literal["start", "running", "fallback"]
+DaemonUse = Literal["start", "auto", "running", "never", "fallback"]
 DAEMON_USES: tuple[str, ...] = get_args(DaemonUse)
+CI_ENV = "CI"  # set by CI services (GitHub Actions, GitLab, ...): "auto" starts no daemon there
 
 REQUEST_TIMEOUT_S = 300.0  # a daemon's answer: a cold one loads the model first; a hung one must not hang us forever
 FALLBACK_TIMEOUT_S = 2.0  # "fallback" connects and is answered within this, else works in-process
+
+
+def command_policy(settings: Settings, no_daemon: bool = False, starts: bool = True,
+                   env: dict | None = None) -> DaemonUse:
+    """The policy of a CLI command: ``"never"`` for ``--no-daemon`` or ``daemon = "never"``; ``"running"`` for
+    ``daemon = "running"``, for a command that never starts a daemon (``starts`` false: ``index``) and under CI (a
+    ``CI`` variable set to anything but ``0``, ``false`` or ``no``); else ``"auto"``."""
+    env = os.environ if env is None else env
+    if no_daemon or settings.daemon == "never":
+        return "never"
+    under_ci = env.get(CI_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    if settings.daemon == "running" or not starts or under_ci:
+        return "running"
+    return "auto"
+
+
+def search_params(query: str, *, k: int = 10, mode: str = "hybrid", language: str | None = None,
+                  path_glob: str | None = None, kind: str | None = None, files: bool = False) -> dict:
+    """The ``search/query`` request of ``Backend.search``'s arguments (the CLI's fast path sends it too)."""
+    return {"query": query, "k": k, "mode": mode,
+            **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind),
+                                               ("files", files)) if value}}
 
 
 @dataclass
@@ -62,6 +100,8 @@ class Backend:
     settings: Settings
     daemon: DaemonUse
     via: str | None = field(default=None, init=False)  # "daemon" or "in-process": who did the last call's work
+    started: bool = field(default=False, init=False)  # a call started the daemon in the background ("auto")
+    _start_after: bool = field(default=False, init=False, repr=False)  # start one once this call's work is done
 
     def __post_init__(self) -> None:
         if self.daemon not in DAEMON_USES:
@@ -113,10 +153,8 @@ class Backend:
                 return search_response(index, query, k=k, mode=mode, language=language, path_glob=path_glob,
                                        kind=kind, files=files)
 
-        params = {"query": query, "k": k, "mode": mode,
-                  **{name: value for name, value in (("lang", language), ("path", path_glob), ("kind", kind),
-                                                     ("files", files)) if value}}
-        return self._call("search/query", params, here)
+        return self._call("search/query", search_params(query, k=k, mode=mode, language=language, path_glob=path_glob,
+                                                        kind=kind, files=files), here)
 
     def context(self, query: str, *, profile: str | None = None, max_tokens: int | None = None,
                 top_k: int | None = None, conversation_context: list[str] | None = None, locale: str | None = None,
@@ -136,6 +174,18 @@ class Backend:
                                      {**options, "lang": language, "path": path_glob, "kind": kind}.items()
                                      if value is not None}}
         return self._call("context/build", params, here)
+
+    def chunks(self, paths: list[str], *, max_tokens: int | None = None) -> dict:
+        """How the work tree's files at ``paths`` (repo-relative) are chunked (``localidx chunks --json``):
+        ``{files: [{path, language, skipped, chunks}]}`` (``preview.chunk_paths``)."""
+
+        def here() -> dict:
+            from localidx.preview import chunk_paths
+
+            return chunk_paths(self.root, paths, self.settings, max_tokens=max_tokens)
+
+        params: dict[str, Any] = {"paths": paths, **({"max_tokens": max_tokens} if max_tokens is not None else {})}
+        return self._call("chunks/show", params, here)
 
     # -- the decision ---------------------------------------------------------------------------------------------
 
@@ -167,10 +217,35 @@ class Backend:
                     self.via = "daemon"
                     return result
         self.via = "in-process"
-        return here()
+        result = here()
+        if self._start_after:
+            self._start_after = False
+            try:
+                if self._indexed():
+                    self.started = start_in_background(self.root, self.in_git, self.settings)
+            except Exception:  # noqa: BLE001 - this call's answer never depends on a daemon starting
+                log.exception("starting the daemon in the background failed")
+        return result
+
+    def _indexed(self) -> bool:
+        """Whether the work tree has an index: a daemon started for one that has none would index it all, unasked
+        (its first job is a full pass)."""
+        from localidx.store.catalog import Catalog
+        from localidx.store.paths import index_paths
+
+        path = index_paths(self.root, self.in_git, self.settings.home).catalog
+        if not path.exists():
+            return False
+        catalog = Catalog(path, create=False)
+        try:
+            return catalog.count() > 0
+        finally:
+            catalog.close()
 
     def _daemon(self) -> Client | None:
         """A connection to the daemon this call goes to, or None: do the work here."""
+        if self.daemon == "never":
+            return None
         if self.daemon == "start":
             return connect(self.root, self.in_git, self.settings, start=True)
         if self.daemon == "running":
@@ -178,11 +253,41 @@ class Backend:
                 return connect(self.root, self.in_git, self.settings)
             except (DaemonUnavailable, ConfigError):  # none runs, or its socket dir is unsafe to use
                 return None
+        if self.daemon == "auto":
+            return self._auto()
         try:
             return connect_as_is(self.root, self.in_git, self.settings, timeout=FALLBACK_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - connect_as_is answers None for what it knows; anything else, too
             log.exception("reaching the daemon failed; working in this process")
             return None
+
+    def _auto(self) -> Client | None:
+        """"auto": the running daemon, or None: the work is done here and a daemon started after it (see the module
+        docstring)."""
+        try:
+            return connect(self.root, self.in_git, self.settings, restart=False)
+        except VersionMismatch as exc:
+            # Another version or other settings: stopped now (quick), started again in the background.
+            reason = restart_reason(exc, self.settings)
+            log.info("restarting the daemon: %s", reason)
+            print(f"localidx: restarting the daemon in the background: {reason}", file=sys.stderr)
+            try:
+                stop_daemon(self._paths())
+            except DaemonUnavailable as stop_exc:
+                log.warning("the daemon did not stop (%s); working in this process", stop_exc)
+                return None
+        except ConfigError as exc:  # its socket dir is unsafe to use: no daemon, now or later
+            log.debug("no daemon: %s", exc)
+            return None
+        except DaemonUnavailable as exc:
+            log.debug("no daemon answers (%s)", exc)
+        self._start_after = True
+        return None
+
+    def _paths(self):
+        from localidx.daemon.lifecycle import daemon_paths
+
+        return daemon_paths(self.root, self.in_git, self.settings)
 
     def _reading(self) -> closing:
         """The work tree's index opened read-only, closed when the ``with`` ends."""

@@ -18,23 +18,34 @@ from pathlib import Path
 import click
 
 from localidx import __version__
-from localidx.errors import INTERNAL_ERROR_EXIT, NO_MATCH_EXIT, LocalidxError, UsageError
+from localidx.console import echo_json as _echo_json
+from localidx.console import echo_warnings as _echo_warnings
+from localidx.console import error_exit, print_search
+from localidx.console import parse_kinds as _parse_kinds
+from localidx.console import settings_for as _settings
+from localidx.console import text_args as _text_args
+from localidx.errors import NO_MATCH_EXIT, LocalidxError, UsageError
 from localidx.text import printable as _p  # every plain printer: file names and messages on one line each
-from localidx.text import valid_text
 
 
-def _settings(root: Path | None, **overrides):
-    from localidx.config import load_settings
+def _backend(root: Path, in_git: bool, settings, no_daemon: bool = False, starts: bool = True):
+    """The work tree's operations as the CLI does them: through its daemon when one runs (a warm model, no lancedb
+    import here); when none runs, one is started in the background for the next command while this one does its
+    work itself (``starts``; never under CI, with ``daemon = "running"`` or for ``index``); ``--no-daemon`` and
+    ``daemon = "never"``: this process only (``localidx.backend.command_policy``)."""
+    from localidx.backend import Backend, command_policy
 
-    return load_settings(root, overrides)
+    return Backend(root, in_git, settings, daemon=command_policy(settings, no_daemon, starts))
 
 
-def _backend(root: Path, in_git: bool, settings):
-    """The work tree's operations as the CLI does them: through its daemon when one already runs (a warm model, no
-    lancedb import here), else in this process; a command never starts a daemon."""
-    from localidx.backend import Backend
+def _say_if_started(backend) -> None:
+    if backend.started:
+        click.echo("localidx: started this work tree's daemon in the background: the next commands answer from it "
+                   "(`localidx daemon stop` stops it; --no-daemon or daemon = \"never\" starts none)", err=True)
 
-    return Backend(root, in_git, settings, daemon="running")
+
+_NO_DAEMON = click.option("--no-daemon", is_flag=True, help="Do the work in this process: use no daemon and start "
+                          "none (the setting daemon = \"never\" does this always).")
 
 
 def _repo_relative(root: Path, path: Path) -> str:
@@ -44,63 +55,67 @@ def _repo_relative(root: Path, path: Path) -> str:
         raise UsageError(f"{path} is outside the repository at {root}") from None
 
 
-def _echo_json(value) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="localidx")
-def cli() -> None:
-    """A local-first code indexer: chunk, index and search the repository you are in."""
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """A local-first code indexer: chunk, index and search the repository you are in.
+
+    search, context, ask, status and chunks answer through the work tree's daemon, which keeps the index, the
+    model and the chunker warm. When none runs, the command answers by itself and then starts one in the background
+    for the next (not under CI); the daemon stops after an hour without use. --no-daemon, or daemon = "never" in
+    .localidx.toml or LOCALIDX_DAEMON=never, keeps every command in its own process."""
+    from localidx.private import restrict_umask
+
+    if ctx.invoked_subcommand != "cluster":  # an organisation's shared index is meant to be read by others
+        restrict_umask()  # what localidx writes about your code is yours alone (files 0600, directories 0700)
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the chunk records as JSON.")
 @click.option("--max-tokens", type=int, default=None, help="Split chunks over this many tokens.")
-def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None) -> None:
+@_NO_DAEMON
+def chunks(paths: tuple[Path, ...], as_json: bool, max_tokens: int | None, no_daemon: bool) -> None:
     """Show how files are chunked: one line per chunk (lines, kind, tokens, symbol)."""
-    from localidx.chunk import chunk_file
-    from localidx.discover import find_root, read_source
+    from localidx.discover import find_root
 
     for path in paths:
         _check_file_argument(path)
     records = []
-    settings_by_root: dict = {}
+    backends: dict = {}
     for path in paths:
-        # Each path is chunked as part of its own repository (the one it is in, not the current directory's).
-        root, _in_git = find_root(path.absolute().parent)
-        if root not in settings_by_root:
-            settings_by_root[root] = _settings(root, max_tokens=max_tokens)
-        settings = settings_by_root[root]
+        # Each path is chunked as part of its own repository (the one it is in, not the current directory's), by
+        # that work tree's daemon when one runs.
+        root, in_git = find_root(path.absolute().parent)
+        if root not in backends:
+            if max_tokens is not None:
+                _settings(root, max_tokens=max_tokens)  # a bad --max-tokens is said before any file is read
+            backends[root] = _backend(root, in_git, _settings(root), no_daemon)
         rel = _repo_relative(root, path.absolute())
-        data = read_source(path)
-        result = chunk_file(rel, data, settings)
-        if result.skipped:
-            click.echo(f"{_p(rel)}: skipped ({result.skipped})", err=True)
+        result = backends[root].chunks([rel], max_tokens=max_tokens)["files"][0]
+        if result["skipped"]:
+            click.echo(f"{_p(rel)}: skipped ({result['skipped']})", err=True)
             continue
         if as_json:
-            records.extend(c.to_dict() for c in result.chunks)
+            records.extend(result["chunks"])
             continue
-        click.echo(f"{_p(rel)}  ({result.language}, {len(result.chunks)} chunks)")
-        for c in result.chunks:
-            label = c.symbol or c.title
-            click.echo(f"  {_p(rel)}:{c.start_line}-{c.end_line}  {c.kind:<9} {c.token_count:>5} tok  {_p(label)}")
+        click.echo(f"{_p(rel)}  ({result['language']}, {len(result['chunks'])} chunks)")
+        for c in result["chunks"]:
+            label = c["symbol"] or c["title"]
+            click.echo(f"  {_p(rel)}:{c['start_line']}-{c['end_line']}  {c['kind']:<9} {c['token_count']:>5} tok  "
+                       f"{_p(label)}")
+    for backend in backends.values():
+        _say_if_started(backend)
     if as_json:
         _echo_json(records)
-
-
-def _text_args(*values):
-    """Text arguments as valid Unicode: argv carries bytes that were not UTF-8 as lone surrogates, which no
-    tokenizer or JSON writer takes (``localidx.text.valid_text``); None stays None."""
-    return tuple(valid_text(v) if isinstance(v, str) else v for v in values)
 
 
 def _check_file_argument(path: Path) -> None:
     """UsageError unless ``path`` is a regular file (after symlinks): never open a FIFO, a device or a loop."""
     import errno
 
-    from localidx.discover.files import file_kind
+    from localidx.discover.root import file_kind
 
     try:
         mode = path.stat().st_mode
@@ -115,18 +130,6 @@ def _check_file_argument(path: Path) -> None:
         raise UsageError(f"{path} is a directory; give files (or run `localidx index --dry-run {path}`)")
     if kind != "a file":
         raise UsageError(f"{path} is {kind}, not a regular file")
-
-
-def _parse_kinds(value: str | None) -> set[str] | None:
-    if not value:
-        return None
-    from localidx.records import KINDS
-
-    kinds = {k.strip() for k in value.split(",") if k.strip()}
-    unknown = kinds - set(KINDS)
-    if unknown:
-        raise UsageError(f"unknown kind(s) {', '.join(sorted(unknown))}; known: {', '.join(KINDS)}")
-    return kinds
 
 
 PROGRESS_S_ENV = "LOCALIDX_PROGRESS_S"  # seconds between progress lines when stderr is not a terminal (default 10)
@@ -215,11 +218,14 @@ class _Progress:
 @click.option("--wait", "wait_s", type=float, default=0.0, help="Seconds to wait for another indexer to finish.")
 @click.option("--include-kinds", default=None, help="Dry run: count only these chunk kinds (comma-separated).")
 @click.option("--limit-files", type=click.IntRange(min=1), default=None, help="Dry run: stop after this many files.")
-@click.option("--json", "as_json", is_flag=True, help="Print the run's record (or the dry-run report) as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run's record (or the dry-run report) as JSON on "
+              "stdout; progress still goes to stderr (-q: none).")
 @click.option("--workers", type=click.IntRange(min=0), default=None, help="Processes to chunk with (0: every core).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("--no-daemon", is_flag=True, help="Index in this process even when a daemon runs (it holds the "
+              "index: the command then waits --wait seconds, or says who holds it).")
 def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_s: float, include_kinds: str | None,
-          limit_files: int | None, as_json: bool, workers: int | None, quiet: bool) -> None:
+          limit_files: int | None, as_json: bool, workers: int | None, quiet: bool, no_daemon: bool) -> None:
     """Index the repository (or only PATH inside it): chunk what changed, embed what is new."""
     from localidx.discover import find_root
     from localidx.dryrun import dry_run as run_dry
@@ -238,10 +244,11 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     if kinds or limit_files:
         raise UsageError("--include-kinds and --limit-files only apply to --dry-run")
     # A running daemon holds the write lock: it runs the update (and always embeds) and answers with the run's record.
-    progress = _Progress(quiet or as_json)
+    # Progress goes to stderr with --json too: the record is stdout's, and a long run is not silent.
+    progress = _Progress(quiet)
     try:
-        stats = _backend(root, in_git, settings).index(only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s,
-                                                       progress=progress)
+        stats = _backend(root, in_git, settings, no_daemon, starts=False).index(
+            only=only, rebuild=rebuild, embed=not no_embed, wait_s=wait_s, progress=progress)
     finally:
         progress.close()
     if as_json:
@@ -267,12 +274,15 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
 @cli.command(epilog="Exit status: 0 when something is indexed (READY, STALE, INDEXING), 1 when nothing is yet (EMPTY), "
              "2 when the index is DAMAGED (`localidx index` repairs it) or the settings are bad, 3 for a bug.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-def status(as_json: bool) -> None:
+@_NO_DAEMON
+def status(as_json: bool, no_daemon: bool) -> None:
     """Where the index is, what it holds, and whether it is up to date (READY, STALE, EMPTY, INDEXING, DAMAGED)."""
     from localidx.discover import find_root
 
     root, in_git = find_root(Path.cwd())
-    report = _backend(root, in_git, _settings(root)).status()
+    backend = _backend(root, in_git, _settings(root), no_daemon)
+    report = backend.status()
+    _say_if_started(backend)
     report.pop("daemon", None)  # the same report either way; `localidx daemon status` shows the daemon
     if as_json:
         _echo_json(report)
@@ -359,8 +369,9 @@ def _print_dry_run(report) -> None:
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Highlight the query's terms (auto: on a terminal, unless NO_COLOR is set).")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"matches\": [...]} as JSON.")
+@_NO_DAEMON
 def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path_glob: str | None, kind: str | None,
-           all_repos: bool, files: bool, color: str, as_json: bool) -> None:
+           all_repos: bool, files: bool, color: str, as_json: bool, no_daemon: bool) -> None:
     """Search the index for QUERY (the remaining words, quoted or not): BM25 and vectors fused; prints
     path:start-end, symbol, score, the query's similarity to the chunk, and the lines that matched (with --files:
     one line per file, its best match and how many matches it holds). A match counts when a query word matched or
@@ -378,49 +389,11 @@ def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path
                                     path_glob=path_glob, kind=kind, files=files)
     else:
         root, in_git = find_root(Path.cwd())
-        response = _backend(root, in_git, _settings(root)).search(query, k=k, mode=mode, language=language,
-                                                                  path_glob=path_glob, kind=kind, files=files)
-    from localidx.highlight import use_color
-
-    _print_matches(response, as_json, files, mode, query, use_color(color, sys.stdout.isatty()))
-    if not response["matches"]:
-        sys.exit(NO_MATCH_EXIT)
-
-
-def _print_matches(response: dict, as_json: bool, files: bool = False, mode: str = "hybrid", query: str = "",
-                   color: bool = False) -> None:
-    if as_json:
-        _echo_json(response)
-        return
-    _echo_warnings(response.get("warnings", []))
-    matches = response["matches"]
-    if not matches:
-        click.echo("localidx: no matches", err=True)
-        return
-    if mode != "vector" and not any(m.get("bm25_score") is not None for m in matches):
-        best = matches[0].get("similarity")
-        click.echo("localidx: weak matches only: no word of the query matched, only its meaning"
-                   + (f" (best similarity {best:.2f})" if best is not None else ""), err=True)
-    if files:
-        for f in response["files"]:
-            repo = f"{_p(f['repo'])}: " if f.get("repo") else ""
-            count = f"{f['matches']} match{'es' if f['matches'] != 1 else ''}"
-            click.echo(f"{repo}{_p(f['path'])}  {f['score']:.3f}  ({count}; best {f['start_line']}-{f['end_line']}"
-                       f"{'  ' + _p(f['symbol']) if f['symbol'] else ''})")
-        return
-    from localidx.highlight import MAGENTA, RESET, query_terms, render, snippet
-
-    terms = query_terms(query)
-    for m in matches:
-        label = m["symbol"] or m["title"]
-        stale = "  [stale: file changed since indexed]" if m["stale"] else ""
-        repo = f"{_p(m['repo'])}: " if m.get("repo") else ""
-        sim = f"  sim {m['similarity']:.2f}" if m.get("similarity") is not None else ""
-        where = f"{repo}{_p(m['path'])}:{m['start_line']}-{m['end_line']}"
-        click.echo(f"{MAGENTA + where + RESET if color else where}  {_p(label)}  {m['score']:.3f}{sim}{stale}",
-                   color=color)
-        for line in snippet(m["text"], m["start_line"], terms):
-            click.echo(render(line, color, _p), color=color)
+        backend = _backend(root, in_git, _settings(root), no_daemon)
+        response = backend.search(query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind,
+                                  files=files)
+        _say_if_started(backend)
+    print_search(response, as_json, files, mode, query, color)
 
 
 _CONTEXT_OPTIONS = [
@@ -435,6 +408,7 @@ _CONTEXT_OPTIONS = [
     click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style)."),
     click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...)."),
     click.option("--all-repos", is_flag=True, help="Every repository in the per-user registry (`localidx repos`)."),
+    _NO_DAEMON,
 ]
 
 
@@ -445,7 +419,7 @@ def _context_options(func):
 
 
 def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, language, path_glob, kind,
-                all_repos: bool) -> dict:
+                all_repos: bool, no_daemon: bool = False) -> dict:
     """The context pack: from every registered repository, from this work tree's daemon, or in-process."""
     from localidx.discover import find_root
 
@@ -460,7 +434,10 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
 
         return build_context_all_repos(question, settings=_settings(_root_or_none()), **options)
     root, in_git = find_root(Path.cwd())
-    return _backend(root, in_git, _settings(root)).context(question, **options)
+    backend = _backend(root, in_git, _settings(root), no_daemon)
+    pack = backend.context(question, **options)
+    _say_if_started(backend)
+    return pack
 
 
 def _report_pack(pack: dict) -> None:
@@ -485,13 +462,13 @@ def _report_pack(pack: dict) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole response (matches, augmentedPrompt, "
               "instructions, appliedModules, warnings, ...) as JSON.")
 def context(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, language, path_glob, kind,
-            all_repos: bool, as_json: bool) -> None:
+            all_repos: bool, no_daemon: bool, as_json: bool) -> None:
     """Build a context pack for QUESTION (the remaining words, quoted or not): the question plus the code that answers it, cited as path:lines, within
     a token budget. Plain output is the augmented prompt, ready to pipe into any LLM."""
     if kind:
         _parse_kinds(kind)
     pack = _build_pack(" ".join(question), profile, max_tokens, top_k, turns, locale, language, path_glob, kind,
-                       all_repos)
+                       all_repos, no_daemon)
     if as_json:
         _echo_json(pack)
         if pack.get("noResultsReason") == "INDEX_NOT_READY":
@@ -509,7 +486,7 @@ def context(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale
 @_context_options
 @click.option("--json", "as_json", is_flag=True, help="Print {answer, pack} as JSON.")
 def ask(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos: bool,
-        as_json: bool) -> None:
+        no_daemon: bool, as_json: bool) -> None:
     """Answer QUESTION (the remaining words, quoted or not) with the configured OpenAI-compatible LLM (llama.cpp,
     Ollama, ...) from a context pack. Without one configured, prints the pack and how to configure one."""
     from localidx import llm
@@ -517,7 +494,8 @@ def ask(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, la
 
     if kind:
         _parse_kinds(kind)
-    pack = _build_pack(" ".join(question), profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos)
+    pack = _build_pack(" ".join(question), profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos,
+                       no_daemon)
     settings = _settings(_root_or_none())
     if not llm.configured(settings):
         if as_json:
@@ -793,9 +771,34 @@ def mcp_command(repo: Path | None) -> None:
     serve(root, in_git)
 
 
-def _echo_warnings(warnings: list[str]) -> None:
-    for warning in warnings:
-        click.echo(f"localidx: warning: {_p(warning)}", err=True)
+@cli.command(name="trust", epilog="Exit status: 0 when the repository has a config file, 1 when it has none.")
+@click.option("--show", is_flag=True, help="Say whether each config file is trusted and what it sets; change nothing.")
+@click.option("--revoke", is_flag=True, help="Stop trusting this repository's config files.")
+@click.option("--json", "as_json", is_flag=True, help="Print each file's state and its settings that need trust.")
+def trust_command(show: bool, revoke: bool, as_json: bool) -> None:
+    """Trust this repository's .localidx.toml and [tool.localidx] as they are now: let them set what reaches the
+    network, credentials, files outside the work tree or more processes (the LLM, summarize, home, shared_index,
+    workers over the cores, ...). Read the files first. Editing a file ends its trust."""
+    from localidx import config
+    from localidx.discover import find_root
+
+    if show and revoke:
+        raise UsageError("--show and --revoke do not go together")
+    root, _in_git = find_root(Path.cwd())
+    action = config.trust_report if show else config.revoke_repository if revoke else config.trust_repository
+    report = action(root)
+    if as_json:
+        _echo_json({"root": str(root), "files": report})
+    elif not report:
+        click.echo(f"no .localidx.toml or [tool.localidx] in {_p(root)}: nothing to trust", err=True)
+    for entry in [] if as_json else report:
+        settings = ", ".join(f"{name} = {json.dumps(value)}" for name, value in entry["needs_trust"].items())
+        state = {"trusted": "trusted", "untrusted": "not trusted",
+                 "changed": "not trusted (changed since it was trusted)"}[entry["state"]]
+        click.echo(f"{_p(entry['file'])}: {state}")
+        click.echo(f"  sets what needs trust: {_p(settings)}" if settings else "  sets nothing that needs trust")
+    if not report:
+        sys.exit(NO_MATCH_EXIT)
 
 
 @cli.group(name="repos", invoke_without_command=True)
@@ -914,15 +917,6 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except LocalidxError as exc:
-        click.echo(f"localidx: error: {_p(exc)}", err=True)
-        sys.exit(exc.exit_code)
-    except (BrokenPipeError, KeyboardInterrupt):
-        sys.exit(130)
-    except Exception as exc:  # a bug: say so in one line, keep the traceback for LOCALIDX_DEBUG
-        if os.environ.get("LOCALIDX_DEBUG") == "1":
-            raise
-        click.echo(f"localidx: internal error: {type(exc).__name__}: {_p(exc)} (LOCALIDX_DEBUG=1 shows the traceback)",
-                   err=True)
-        sys.exit(INTERNAL_ERROR_EXIT)
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - a LocalidxError, ^C, a closed pipe or a bug
+        sys.exit(error_exit(exc))
     sys.exit(0)

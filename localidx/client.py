@@ -40,6 +40,7 @@ from localidx.errors import LocalidxError, UsageError
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 60.0  # a daemon's start loads the index and the model before it listens
+RETRY_START_S = 300.0  # after a daemon failed to start, commands start none for this long (start_in_background)
 STOP_TIMEOUT_S = 40.0  # a stopping daemon lets its writer finish an embedding batch (server.WRITER_JOIN_S)
 
 
@@ -294,21 +295,23 @@ def _hello(paths: lifecycle.DaemonPaths, timeout: float | None, package: bool,
     return client
 
 
-def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, timeout: float = 5.0) -> Client:
+def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, timeout: float = 5.0,
+            restart: bool = True) -> Client:
     """A connection to the daemon of the work tree at ``root``, after the hello handshake.
 
     A daemon of another version, or one started with other settings (an edited ``.localidx.toml``, another
-    ``LOCALIDX_*`` variable), is restarted once. With ``start``, a missing daemon is started (and waited for).
-    Raises DaemonUnavailable when none runs and ``start`` is False, or when starting fails."""
+    ``LOCALIDX_*`` variable), is restarted once (without ``restart``: ``VersionMismatch`` is raised). With
+    ``start``, a missing daemon is started (and waited for). Raises DaemonUnavailable when none runs and ``start``
+    is False, or when starting fails."""
     paths = lifecycle.daemon_paths(root, in_git, settings)
     restarted = started = False
     while True:
         try:
             return _handshake(paths, timeout, settings=settings)
         except VersionMismatch as exc:
-            if restarted:
+            if restarted or not restart:
                 raise
-            reason = _restart_reason(exc, settings)
+            reason = restart_reason(exc, settings)
             log.info("restarting the daemon: %s", reason)
             print(f"localidx: restarting the daemon: {reason}", file=sys.stderr)
             stop_daemon(paths)
@@ -324,7 +327,7 @@ def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, t
             started = True
 
 
-def _restart_reason(exc: VersionMismatch, settings: Settings) -> str:
+def restart_reason(exc: VersionMismatch, settings: Settings) -> str:
     """Why a daemon is restarted, in a few words: the settings that differ, or the versions."""
     data = exc.data if isinstance(exc.data, dict) else {}
     if "settings" in data:
@@ -399,13 +402,18 @@ def stop_daemon(paths: lifecycle.DaemonPaths, timeout: float = STOP_TIMEOUT_S) -
 
     Returns the pid stopped, or None when none ran. Raises DaemonUnavailable when it is still alive after
     ``timeout`` seconds."""
+    lifecycle.check_socket_dir(paths.socket, create=False)  # as every connect does: never a socket of another user
     status = lifecycle.read_status(paths.status)
     pid = status["pid"] if status else None
     try:
         with Client.open(paths.socket, 5.0) as client:
-            # No hello first: a daemon of another version still understands stop.
+            # No hello first: a daemon of another version still understands stop. The pid waited for is the one the
+            # kernel reports for the socket's peer, not one the answer claims.
+            peer = lifecycle.peer_pid(client._sock)
             answer = client.request("daemon/stop")
-            if isinstance(answer, dict) and isinstance(answer.get("pid"), int):
+            if peer is not None:
+                pid = peer
+            elif isinstance(answer, dict) and isinstance(answer.get("pid"), int) and answer["pid"] == pid:
                 pid = answer["pid"]
     except (DaemonUnavailable, DaemonError) as exc:
         log.debug("daemon/stop failed (%s); trying the recorded pid", exc)
@@ -420,6 +428,29 @@ def stop_daemon(paths: lifecycle.DaemonPaths, timeout: float = STOP_TIMEOUT_S) -
         raise DaemonUnavailable(f"the daemon (pid {pid}) is still stopping after {timeout:.0f} s")
     lifecycle.clean_stale(paths)
     return pid
+
+
+def start_in_background(root: Path, in_git: bool, settings: Settings) -> bool:
+    """Start the work tree's daemon and return at once, without waiting for it (the caller does its own work
+    meanwhile); True when one was started. Nothing is started while the work tree's write lock is held (a daemon
+    on its way up holds it, and so does an indexer: a second daemon would only wait for it and give up), nor for
+    ``RETRY_START_S`` after a daemon failed to start (its log says why; ``localidx daemon start`` tries at once)."""
+    from localidx.lock import IndexBusy, WriteLock
+
+    paths = lifecycle.daemon_paths(root, in_git, settings)
+    failed = lifecycle.start_failure(paths)
+    if failed is not None and time.time() - failed < RETRY_START_S:
+        log.debug("not starting the daemon: it failed to start %.0f s ago (see %s)", time.time() - failed, paths.log)
+        return False
+    lifecycle.clean_stale(paths)
+    try:
+        with WriteLock(paths.lock):
+            pass
+    except IndexBusy:
+        return False
+    _children[:] = [p for p in _children if p.poll() is None]  # reap daemons of this process that have ended
+    _children.append(lifecycle.spawn(paths))
+    return True
 
 
 # Daemons this process started, kept so that their Popen objects are not collected while they run (a warning).

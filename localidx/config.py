@@ -1,13 +1,20 @@
 """One Settings object for the whole program.
 
 Precedence, highest first: a CLI flag > a ``LOCALIDX_*`` environment variable > ``.localidx.toml`` at the repository
-root > ``[tool.localidx]`` in the root's ``pyproject.toml`` > the defaults below. Config files use the field names
+root > ``[tool.localidx]`` in the root's ``pyproject.toml`` > the user's own ``config.toml`` (``localidx.trust``'s
+config dir) > the defaults below. Config files use the field names
 (``max_tokens = 384``), or a nested table for dotted names (``[embed] model = "..."``); environment variables are the
 upper-cased field name with dots as underscores (``LOCALIDX_MAX_TOKENS``, ``LOCALIDX_EMBED_MODEL``).
 
 Every value is checked where it is read (``RULES``): its type (a file's ``workers = 1.5`` or ``watch = "yes"`` is
 refused, an environment variable's text is parsed) and its range. A bad value is a ``ConfigError``: one line naming
 the setting, its source and what it may be; nothing is ever rounded, guessed or moved silently.
+
+Trust: a repository's files are its author's, not the user's. A value that could reach the network or a credential,
+read or write outside the work tree, or start more processes than there are cores (``RULES``' ``trust``) is taken
+from them only when the user trusts the file's exact content (``localidx trust``, recorded by ``localidx.trust``);
+otherwise it is left out and reported (``load_settings``' ``ignored``, ``trust_warning``), never an error. The
+user's own file, the environment and the flags are the user's, and always taken.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from localidx.errors import ConfigError
-from localidx import tomlfile
+from localidx import tomlfile, trust
 
 
 
@@ -52,6 +59,9 @@ class Settings:
     daemon_max_connections: int = 1000  # open connections the daemon serves; more are answered "overloaded"
     watch: bool = True  # the daemon watches the work tree (else only hooks and requests reach it)
     watch_debounce_s: float = 0.3  # quiet time before a burst of file events becomes one batch
+    # Whether the CLI's commands go through the work tree's daemon: "auto" (use it, and start it in the background
+    # when none runs, except under CI), "running" (use one that runs, start none) or "never" (this process only).
+    daemon: str = "auto"
     # Retrieval: the profile `localidx context`, `ask` and the MCP tools use when none is named
     # (profiles are defined in localidx/data/profiles.toml and [profiles.<name>] tables of .localidx.toml).
     profile: str = "balanced"
@@ -84,6 +94,9 @@ class _Rule:
     high: float | None = None
     check: object = None  # str -> bool, for strings
     allowed: str = ""
+    # Whether a repository's own file may set it only once the user trusts the file (localidx.trust): True for every
+    # value, or value -> bool for some (None: any file may set it).
+    trust: object = None
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -91,10 +104,11 @@ _TIB = 1 << 40
 
 # Every setting's limits. Numbers outside them, and values of another type, are refused with one line naming the
 # setting, where it came from and what it may be: a value localidx would only misread is never taken silently.
-# Settings only a client reads (the LLM that `ask` and query rewriting call): a client that differs in these alone
-# is served by the running daemon as it is. With ``summarize`` on, the daemon's indexing calls the LLM too, and they
-# count.
-CLIENT_ONLY = ("llm_base_url", "llm_model", "llm_api_key_env", "llm_timeout_s")
+# Settings only a client reads (whether to use a daemon; the LLM that `ask` and query rewriting call): a client that
+# differs in these alone is served by the running daemon as it is. With ``summarize`` on, the daemon's indexing calls
+# the LLM too, and the LLM's settings count.
+CLIENT_ONLY = ("daemon", "llm_base_url", "llm_model", "llm_api_key_env", "llm_timeout_s")
+DAEMON_CHOICES = ("auto", "running", "never")
 
 
 def setting_digests(settings: "Settings") -> dict[str, str]:
@@ -103,9 +117,9 @@ def setting_digests(settings: "Settings") -> dict[str, str]:
     import hashlib
     import json
 
-    values = dataclasses.asdict(settings)
-    if not settings.summarize:
-        for name in CLIENT_ONLY:
+    values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}  # asdict would deep-copy
+    for name in CLIENT_ONLY:
+        if not (settings.summarize and name.startswith("llm_")):
             values.pop(name)
     return {name: hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8", "surrogatepass"))
             .hexdigest()[:8] for name, value in sorted(values.items())}
@@ -130,6 +144,17 @@ def differing_settings(mine: dict, theirs: object) -> list[str]:
     return sorted(name for name in set(mine) | set(theirs) if mine.get(name) != theirs.get(name))
 
 
+def _over_the_cores(value: int) -> bool:
+    return value > (os.cpu_count() or 1)
+
+
+def _not_shipped_model(value: str) -> bool:
+    """A model name other than those shipped in wheels (a fastembed name would be downloaded)."""
+    from localidx.embed.names import FAKE_MODEL, STATIC_MODEL, TRANSFORMER_MODEL
+
+    return value.split("[", 1)[0] not in (STATIC_MODEL, TRANSFORMER_MODEL, FAKE_MODEL)
+
+
 RULES: dict[str, _Rule] = {
     "max_tokens": _Rule(32, 16384),
     "overlap_lines": _Rule(0, 49),
@@ -139,27 +164,29 @@ RULES: dict[str, _Rule] = {
     "summary_min_symbols": _Rule(0, 100_000),
     "max_file_bytes": _Rule(1, _TIB),
     "max_line_chars": _Rule(1, 1_000_000_000),
-    "include_secret_files": _Rule(),
+    "include_secret_files": _Rule(trust=bool),  # .env files a user keeps in the clone would be read
     "parse_timeout_s": _Rule(0, 3600),  # 0: no limit
-    "workers": _Rule(0, 1024),
-    "home": _Rule(),
-    "embed_model": _Rule(check=bool, allowed="a model name (not empty)"),
-    "embed_threads": _Rule(0, 1024),
+    "workers": _Rule(0, 1024, trust=_over_the_cores),
+    "home": _Rule(trust=bool),  # the index (and the daemon's log) written anywhere
+    "embed_model": _Rule(check=bool, allowed="a model name (not empty)", trust=_not_shipped_model),
+    "embed_threads": _Rule(0, 1024, trust=_over_the_cores),
     "write_batch_rows": _Rule(1, 10_000_000),
     "daemon_idle_s": _Rule(0, 365 * 86400),  # 0: never
     "daemon_release_s": _Rule(0, 365 * 86400),  # 0: never
     "daemon_max_connections": _Rule(1, 1_000_000),
     "watch": _Rule(),
     "watch_debounce_s": _Rule(0, 60),
+    "daemon": _Rule(check=lambda v: v in DAEMON_CHOICES, allowed='"auto", "running" or "never"'),
     "profile": _Rule(check=bool, allowed="a profile name (not empty)"),
+    # The LLM: the network, a credential named by a variable, and the code sent along.
     "llm_base_url": _Rule(check=lambda v: not v or v.startswith(("http://", "https://")),
-                          allowed='an http:// or https:// URL, or "" for no LLM'),
-    "llm_model": _Rule(),
+                          allowed='an http:// or https:// URL, or "" for no LLM', trust=True),
+    "llm_model": _Rule(trust=True),
     "llm_api_key_env": _Rule(check=lambda v: not v or bool(_ENV_NAME.match(v)),
-                             allowed="the name of an environment variable"),
-    "llm_timeout_s": _Rule(0, 86400),  # 0: no limit
-    "summarize": _Rule(),
-    "shared_index": _Rule(),  # a URI (a path, s3://, gs://, az://) or "" for none
+                             allowed="the name of an environment variable", trust=True),
+    "llm_timeout_s": _Rule(0, 86400, trust=True),  # 0: no limit
+    "summarize": _Rule(trust=bool),
+    "shared_index": _Rule(trust=bool),  # a URI (a path, s3://, gs://, az://) or "" for none
 }
 
 
@@ -230,47 +257,149 @@ def read_toml(path: Path) -> dict:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 
 
-def config_tables(root: Path | None) -> list[tuple[str, dict]]:
-    """The config files that apply under ``root``, lowest precedence first, as (source, their whole localidx
-    table): ``[tool.localidx]`` of ``pyproject.toml``, then ``.localidx.toml``."""
+@dataclass(frozen=True)
+class ConfigFile:
+    """One table settings are read from: the user's ``config.toml``, a repository's ``[tool.localidx]`` or
+    ``.localidx.toml``."""
+
+    source: str  # how messages name it (the trust record's label too): the path, with " [tool.localidx]" for pyproject
+    table: dict  # its whole localidx table, [profiles] included
+    trusted: bool  # the user's own file, or a repository file whose exact content the user trusts (localidx.trust)
+    digest: str = ""  # the hash trust records (repository files only)
+
+
+def user_file() -> ConfigFile | None:
+    """The user's own settings (``localidx.trust.user_config_path``), or None when there is no such file."""
+    path = trust.user_config_path()
+    if not path.is_file():
+        return None
+    return ConfigFile(str(path), read_toml(path), trusted=True)
+
+
+def _inside(root: Path, path: Path) -> bool:
+    """Whether ``path`` is a regular file that resolves inside ``root`` (a symlink out of the tree is not)."""
+    try:
+        return path.is_file() and path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):
+        return False
+
+
+def repository_files(root: Path | None, known: dict | None = None) -> list[ConfigFile]:
+    """The repository's config files under ``root``, lowest precedence first: ``[tool.localidx]`` of
+    ``pyproject.toml``, then ``.localidx.toml``; each with whether the user trusts its current content. A file that
+    is a symlink out of the work tree is not read."""
     if root is None:
         return []
+    root = Path(root)
+    known = trust.records() if known is None else known
     found = []
     pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
+    if _inside(root, pyproject):
         tool = read_toml(pyproject).get("tool", {}).get("localidx")
         if isinstance(tool, dict):
-            found.append((f"{pyproject} [tool.localidx]", tool))
+            label = f"{pyproject.resolve()} [tool.localidx]"
+            digest = trust.digest_table(tool)
+            found.append(ConfigFile(label, tool, trust.is_trusted(label, digest, known), digest))
     own = root / ".localidx.toml"
-    if own.is_file():
-        found.append((str(own), read_toml(own)))
+    if _inside(root, own):
+        try:
+            data = own.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"cannot read {own}: {exc.strerror}") from None
+        try:
+            table = tomlfile.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, tomlfile.TOMLDecodeError) as exc:
+            raise ConfigError(f"{own}: invalid TOML: {exc}") from None
+        label = str(own.resolve())
+        digest = trust.digest_bytes(data)
+        found.append(ConfigFile(label, table, trust.is_trusted(label, digest, known), digest))
     return found
 
 
-def file_values(root: Path | None) -> list[tuple[str, dict]]:
-    """The settings of ``config_tables``, flattened; ``[profiles.*]`` is left to ``localidx.retrieve.profiles``."""
-    return [(source, _flatten({k: v for k, v in table.items() if k != "profiles"}))
-            for source, table in config_tables(root)]
+def config_files(root: Path | None) -> list[ConfigFile]:
+    """Every table settings come from under ``root``, lowest precedence first: the user's ``config.toml``, then the
+    repository's files (``repository_files``)."""
+    own = user_file()
+    return ([own] if own is not None else []) + repository_files(root)
 
 
-def load_settings(root: Path | None = None, overrides: dict | None = None, env: dict | None = None) -> Settings:
+def needs_trust(name: str, value) -> bool:
+    """Whether a repository file may set ``name`` to ``value`` only once the user trusts it (``RULES``' ``trust``)."""
+    rule = RULES[name].trust
+    return bool(rule(value)) if callable(rule) else bool(rule)
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A value of an untrusted repository file that was not taken."""
+
+    source: str
+    name: str  # a setting, or profiles.<name>.generation.template
+    value: object = None
+
+
+# A profile's instructions template: a template of the package by name, or a path inside the repository (which an
+# untrusted file may not name: the template's text goes into every prompt, and to the LLM with `ask`).
+PACKAGE_TEMPLATE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+
+def untrusted_templates(file: ConfigFile) -> dict[str, object]:
+    """{profile name: template} of the profiles whose template an untrusted ``file`` names by something other than a
+    package template's name."""
+    if file.trusted or not isinstance(file.table.get("profiles"), dict):
+        return {}
+    out = {}
+    for name, table in file.table["profiles"].items():
+        generation = table.get("generation") if isinstance(table, dict) else None
+        template = generation.get("template") if isinstance(generation, dict) else None
+        if template is not None and not (isinstance(template, str) and PACKAGE_TEMPLATE_NAME.match(template)):
+            out[name] = template
+    return out
+
+
+def _file_values(files: list[ConfigFile], kinds: dict[str, type], root: Path | None,
+                 ignored: list[Ignored]) -> dict:
+    values: dict = {}
+    for file in files:
+        table = _flatten({k: v for k, v in file.table.items() if k != "profiles"})
+        for name, value in table.items():
+            if name not in kinds:
+                raise ConfigError(f"{file.source}: unknown setting {name!r}")
+            if not file.trusted and RULES[name].trust is True:
+                ignored.append(Ignored(file.source, name, value))  # not even checked: it is not taken
+                continue
+            try:
+                value = _coerce(name, kinds[name], value, file.source, from_text=False)
+            except ConfigError:
+                if file.trusted or RULES[name].trust is None:
+                    raise
+                ignored.append(Ignored(file.source, name, value))  # not taken either way: no error to block on
+                continue
+            if not file.trusted and needs_trust(name, value):
+                ignored.append(Ignored(file.source, name, value))
+                continue
+            values[name] = value
+            if name == "home" and value and root is not None:
+                values[name] = str(Path(root, Path(value).expanduser()))
+        ignored.extend(Ignored(file.source, f"profiles.{name}.generation.template", template)
+                       for name, template in untrusted_templates(file).items())
+    return values
+
+
+def load_settings(root: Path | None = None, overrides: dict | None = None, env: dict | None = None,
+                  ignored: list[Ignored] | None = None) -> Settings:
     """Build the Settings for a repository root. ``overrides`` are CLI flags (None values are ignored).
 
     Every value is checked against ``RULES``: a value of the wrong type or out of range is a ConfigError naming the
     setting, its source (the file, the environment variable or the flag) and what it may be. An environment
     variable set to "" counts as unset for numbers and booleans. A relative ``home`` in a config file is taken
-    relative to the repository root (the file's directory), so every directory of the work tree finds one index."""
+    relative to the repository root (the file's directory), so every directory of the work tree finds one index.
+
+    A value that needs trust (``needs_trust``) in a repository file the user has not trusted is not taken: it is
+    appended to ``ignored`` (``trust_warning`` words them for the user), never an error."""
     env = os.environ if env is None else env
-    types = {f.name: f.type for f in fields(Settings)}
-    kinds = {name: {"int": int, "float": float, "bool": bool, "str": str}[t] for name, t in types.items()}
-    values: dict = {}
-    for source, table in file_values(root):
-        for name, value in table.items():
-            if name not in kinds:
-                raise ConfigError(f"{source}: unknown setting {name!r}")
-            values[name] = _coerce(name, kinds[name], value, source, from_text=False)
-            if name == "home" and values[name] and root is not None:
-                values[name] = str(Path(root, Path(values[name]).expanduser()))
+    kinds = _kinds()
+    values = _file_values(config_files(root), kinds, root, [] if ignored is None else ignored)
     for name, kind in kinds.items():
         raw = env.get(_env_name(name))
         if raw is None or (kind is not str and not raw.strip()):
@@ -283,3 +412,71 @@ def load_settings(root: Path | None = None, overrides: dict | None = None, env: 
     if settings.merge_tokens > settings.max_tokens:
         object.__setattr__(settings, "merge_tokens", settings.max_tokens)
     return settings
+
+
+def restricted_values(file: ConfigFile, root: Path | None) -> dict:
+    """{setting: value} of what ``file`` sets that needs trust (``needs_trust``), trusted or not; a profile's
+    template path as ``profiles.<name>.generation.template``."""
+    kinds = _kinds()
+    ignored: list[Ignored] = []
+    untrusted_copy = dataclasses.replace(file, trusted=False)
+    _file_values([untrusted_copy], kinds, root, ignored)
+    return {item.name: item.value for item in ignored}
+
+
+def _kinds() -> dict[str, type]:
+    return {f.name: {"int": int, "float": float, "bool": bool, "str": str}[f.type] for f in fields(Settings)}
+
+
+def untrusted(root: Path | None) -> list[Ignored]:
+    """What the repository's untrusted files set and ``load_settings`` does not take (a ConfigError for a file that
+    cannot be read, as ``load_settings`` raises)."""
+    kinds = _kinds()
+    ignored: list[Ignored] = []
+    _file_values([f for f in repository_files(root) if not f.trusted], kinds, root, ignored)
+    return ignored
+
+
+def trust_warning(ignored: list[Ignored], root: Path | None) -> str | None:
+    """One line for the user about ``ignored`` values (None when there are none): what was not taken, from which
+    file, why, and what to do."""
+    if not ignored:
+        return None
+    by_source: dict[str, list[str]] = {}
+    for item in ignored:
+        names = by_source.setdefault(item.source, [])
+        if item.name not in names:
+            names.append(item.name)
+    parts = "; ".join(f"{', '.join(names)} from {source}" for source, names in by_source.items())
+    where = f" in {root}" if root is not None else ""
+    return (f"ignoring {parts}: a repository's own settings may reach the network, credentials, files outside the "
+            f"work tree or more processes only once you trust the file; read it, then run `localidx trust`{where}")
+
+
+# -- a repository's files, for `localidx trust` ----------------------------------------------------------------
+
+
+def trust_report(root: Path) -> list[dict]:
+    """For each config file of the repository at ``root``: ``file``, ``state`` (trusted, untrusted, or changed: trusted
+    once with other content) and ``needs_trust``: {setting: value} of what it sets that only trust lets it set."""
+    known = trust.records()
+    out = []
+    for file in repository_files(root, known):
+        state = "trusted" if file.trusted else "changed" if file.source in known else "untrusted"
+        out.append({"file": file.source, "state": state, "sha256": file.digest,
+                    "needs_trust": restricted_values(file, root)})
+    return out
+
+
+def trust_repository(root: Path) -> list[dict]:
+    """Trust the repository's config files as they are now; their report (``trust_report``) after."""
+    report = trust_report(root)
+    trust.record([(entry["file"], entry["sha256"]) for entry in report])
+    return trust_report(root)
+
+
+def revoke_repository(root: Path) -> list[dict]:
+    """End the trust of the repository's config files (also of those changed since); their report after."""
+    report = trust_report(root)
+    trust.revoke([entry["file"] for entry in report])
+    return trust_report(root)

@@ -36,6 +36,9 @@ from pathlib import PurePosixPath
 from localidx import tokens, tomlfile
 from localidx.imports import imported_modules
 from localidx.records import Chunk, FileContext
+from localidx.words import split_identifier  # noqa: F401 - enrich's callers split identifiers with it
+from localidx.words import split_words as _split
+from localidx.words import stopwords
 
 
 # Part of the table's name: raised whenever the chunks an index holds would differ for the same files (the [META]
@@ -71,15 +74,6 @@ _TRIM_STEPS: tuple[tuple[str, int], ...] = (
 _LIST_FIELDS = frozenset({"Role", "Contains", "Endpoints", "Symbols"})
 _LABEL_FIELDS = ("Symbol", "Symbols", "Section")
 
-# Word parts of an identifier, in order: "2D" units, a plural acronym (URLs, IDs), an acronym before a capitalised
-# word (HTTP|Server), a lower-case word with the digits that belong to it (base64, utf8; not the 2 of parse2D), an
-# acronym (IO, HTTP2), bare digits. "Lower case" includes every non-ASCII letter: those have no ASCII case to split on.
-_LOWER = r"[^\W\d_A-Z]"
-_DIGITS = rf"(?:\d+(?![A-Z](?!{_LOWER})))?"
-_WORD_PART = re.compile(
-    rf"\d+[A-Z](?!{_LOWER})|[A-Z]{{2,}}s(?!{_LOWER})|[A-Z]+(?=[A-Z]{_LOWER})"
-    rf"|[A-Z]?{_LOWER}+{_DIGITS}|[A-Z]+{_DIGITS}|\d+"
-)
 _IDENTIFIER = re.compile(r"[^\W\d]\w*")
 _PATH_SPLIT = re.compile(r"[/\\]")
 _MODULE_SEPARATORS = re.compile(r"::|\\|/")
@@ -149,7 +143,6 @@ def keyword_tables() -> _Tables:
         _Concept(row["name"], frozenset(row.get("words", [])), frozenset(row.get("weak", [])))
         for row in data["concept"]
     )
-    stop = data["stopwords"]
     concept_words: dict[str, list[tuple[int, bool]]] = {}
     for index, concept in enumerate(concepts):
         for word in concept.words:
@@ -158,7 +151,7 @@ def keyword_tables() -> _Tables:
             concept_words.setdefault(word, []).append((index, False))
     role_patterns = [p for row in data["role"] for p in row.get("patterns", [])]
     return _Tables(
-        stopwords=frozenset(stop["english"]) | frozenset(stop["keywords"]),
+        stopwords=stopwords(),
         roles=tuple(roles),
         concepts=concepts,
         test_paths=_any_of(data["test"]["paths"]),
@@ -276,20 +269,6 @@ def _alternatives(body: str) -> list[str] | None:
 
 
 # -- words ------------------------------------------------------------------------------------------------------
-
-
-def split_identifier(name: str) -> list[str]:
-    """The lower-case words of an identifier.
-
-    ``verifyToken`` -> verify, token; ``HTTPServerError`` -> http, server, error; ``verify_token`` -> verify, token;
-    ``parse2D`` -> parse, 2d; ``base64Encode`` -> base64, encode. Separators (``_ - . $``, spaces) only split.
-    """
-    return list(_split(name))
-
-
-@lru_cache(maxsize=65536)
-def _split(name: str) -> tuple[str, ...]:
-    return tuple(part.lower() for part in _WORD_PART.findall(name))
 
 
 def identifier_words(text: str, limit: int = 40) -> list[str]:

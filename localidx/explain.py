@@ -94,7 +94,11 @@ def table_variant(settings: Settings) -> str:
 
 
 def with_explanation(search_text: str, explanation: str) -> str:
-    """``search_text`` with an ``[META] Explain:`` line after its other [META] lines."""
+    """``search_text`` with an ``[META] Explain:`` line after its other [META] lines (the explanation redacted: a
+    model may echo what it read, or make up something shaped like a key)."""
+    from localidx.redact import redact
+
+    explanation = redact(explanation)[0]
     lines = search_text.split("\n")
     end = 0
     while end < len(lines) and lines[end].startswith(_META):
@@ -182,8 +186,8 @@ def open_explainer(index, settings: Settings) -> "Explainer | None":
     from localidx import llm
 
     if not llm.configured(settings):
-        raise ConfigError("summarize needs llm_base_url: set [llm] base_url in .localidx.toml or "
-                          "LOCALIDX_LLM_BASE_URL, or turn summarize off")
+        raise ConfigError("summarize needs llm_base_url: set [llm] base_url in your config.toml or a trusted "
+                          ".localidx.toml, or LOCALIDX_LLM_BASE_URL, or turn summarize off")
     llm.completions_url(settings)
     return Explainer(index, settings)
 

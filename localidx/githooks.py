@@ -688,8 +688,11 @@ def _log_to_state(root: Path) -> None:
             os.replace(path, path.with_name(path.name + ".1"))
     except OSError:
         pass
+    from localidx.redact import LogFilter
+
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(LogFilter())  # no secret an error message carried reaches the log
     package = logging.getLogger("localidx")
     package.addHandler(handler)
     package.setLevel(logging.INFO)

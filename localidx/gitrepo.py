@@ -20,21 +20,23 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import pathspec
-import pygit2
+from typing import TYPE_CHECKING
 
 from localidx.errors import LocalidxError
 
+if TYPE_CHECKING:
+    import pathspec
+    import pygit2
+
 log = logging.getLogger(__name__)
 
-_GITLINK = pygit2.GIT_FILEMODE_COMMIT  # an index entry for a submodule, not a file in this work tree
+_GITLINK = 0o160000  # pygit2.GIT_FILEMODE_COMMIT: an index entry for a submodule, not a file in this work tree
 _ATTRIBUTES_NAME = ".gitattributes"
 _IGNORE_NAME = ".gitignore"
 GENERATED_ATTRIBUTE = "linguist-generated"  # GitHub Linguist's mark for generated files
 
 # One ignore file's rules: (directory it sits in, relative to the walk root, "" for the root; its patterns).
-IgnoreLevel = tuple[str, pathspec.GitIgnoreSpec]
+IgnoreLevel = tuple[str, "pathspec.GitIgnoreSpec"]
 
 
 def open_repo(start: Path) -> pygit2.Repository | None:
@@ -43,6 +45,8 @@ def open_repo(start: Path) -> pygit2.Repository | None:
     A repository pygit2 refuses to open (corrupt, or owned by another user) is logged and treated as no repository,
     so the caller falls back to a plain directory walk instead of failing.
     """
+    import pygit2
+
     try:
         git_dir = pygit2.discover_repository(str(start))
         if git_dir is None:
@@ -58,6 +62,8 @@ def open_repo(start: Path) -> pygit2.Repository | None:
 
 def bare_repository(start: Path) -> Path | None:
     """The bare repository ``start`` is in (its git directory), or None."""
+    import pygit2
+
     try:
         git_dir = pygit2.discover_repository(str(start))
         if git_dir is None:
@@ -85,6 +91,88 @@ def common_dir(repo: pygit2.Repository) -> Path:
     except OSError:
         return git_dir.resolve()
     return (git_dir / target).resolve() if target else git_dir.resolve()
+
+
+def find_work_tree(start: Path) -> tuple[Path, Path] | None:
+    """(work-tree root, common git dir) of the repository whose work tree holds ``start``, read from the nearest
+    ``.git`` above it without pygit2; None whenever the files do not answer plainly, and the caller then asks
+    ``open_repo``. What a search through a running daemon needs is only where the work tree and its state are, and
+    importing pygit2 cost more than the rest of such a command.
+
+    Plain means: a ``.git`` directory, or a ``.git`` file (``gitdir: ...``: a linked worktree or a submodule) whose
+    git dir holds ``HEAD``, owned by this user, on the file system of ``start`` (libgit2 stops at a file-system
+    boundary and refuses another user's repository), whose config sets neither ``core.worktree`` nor ``core.bare``
+    to true. In every such case the answer is ``open_repo``'s."""
+    try:
+        here = Path(start).absolute()
+        device = os.stat(here).st_dev
+    except OSError:
+        return None
+    for directory in (here, *here.parents):
+        dotgit = directory / ".git"
+        try:
+            st = os.stat(dotgit)
+        except FileNotFoundError:
+            try:
+                if os.stat(directory).st_dev != device:
+                    return None
+            except OSError:
+                return None
+            continue
+        except OSError:
+            return None
+        if st.st_dev != device or st.st_uid != os.getuid():
+            return None
+        git_dir = _git_dir_of(dotgit, directory, is_file=not os.path.isdir(dotgit))
+        if git_dir is None or not (git_dir / "HEAD").is_file():
+            return None
+        try:
+            target = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            target = ""
+        except OSError:
+            return None
+        common = (git_dir / target).resolve() if target else git_dir.resolve()
+        root = directory.resolve()
+        for config in (common / "config", git_dir / "config.worktree"):
+            if not _plain_config(config, git_dir, root):
+                return None
+        return root, common
+    return None
+
+
+def _git_dir_of(dotgit: Path, directory: Path, is_file: bool) -> Path | None:
+    if not is_file:
+        return dotgit
+    try:
+        text = dotgit.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("gitdir:") or "\n" in text:
+        return None
+    return directory / text[len("gitdir:"):].strip()
+
+
+def _plain_config(path: Path, git_dir: Path, root: Path) -> bool:
+    """Whether a git config file (absent: yes) leaves the work tree at ``root``, where its ``.git`` is: no true
+    ``bare`` (``bare = false`` is in every repository ``git init`` makes) and no ``worktree`` other than ``root`` (a
+    submodule's names its own directory, relative to ``git_dir``)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        key, value = key.strip().lower(), value.strip()
+        if not eq:
+            continue
+        if key == "bare" and value.lower() not in ("false", "no", "off", "0"):
+            return False
+        if key == "worktree" and (not value or value[0] in "\"';#~" or (git_dir / value).resolve() != root):
+            return False
+    return True
 
 
 def listed_files(repo: pygit2.Repository, within: list[str] | None = None) -> list[str]:
@@ -200,6 +288,8 @@ def is_ignored(rel: str, is_dir: bool, levels: tuple[IgnoreLevel, ...]) -> bool:
 
 def read_ignore_file(path: Path) -> pathspec.GitIgnoreSpec | None:
     """The patterns of a gitignore-syntax file, or None when it does not exist or cannot be read."""
+    import pathspec
+
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except (FileNotFoundError, NotADirectoryError):
@@ -244,6 +334,8 @@ def attributes_mention(repo: pygit2.Repository, paths: list[str], name: str) -> 
 
 def is_generated(repo: pygit2.Repository, path: str) -> bool:
     """Whether ``.gitattributes`` marks the repo-relative ``path`` as ``linguist-generated`` (set or ``=true``)."""
+    import pygit2
+
     try:
         value = repo.get_attr(path, GENERATED_ATTRIBUTE)
     except (pygit2.GitError, ValueError) as exc:
@@ -265,6 +357,8 @@ def _repo_exclude_levels(repo: pygit2.Repository) -> tuple[IgnoreLevel, ...]:
 
 def _global_git_file(repo: pygit2.Repository, key: str, default_name: str) -> Path:
     """The file a ``core.*File`` setting names, or git's default ``$XDG_CONFIG_HOME/git/<default_name>``."""
+    import pygit2
+
     try:
         configured = repo.config[key]
     except (KeyError, pygit2.GitError):
@@ -380,6 +474,8 @@ def rebase_in_progress(repo: pygit2.Repository) -> bool:
 
 def resolve_commit(repo: pygit2.Repository, rev: str | None) -> pygit2.Commit | None:
     """The commit ``rev`` (a hex id or a name such as ``HEAD`` or ``ORIG_HEAD``) names, or None."""
+    import pygit2
+
     if not rev or rev == NULL_OID:
         return None
     try:
@@ -415,6 +511,8 @@ def commit_paths(repo: pygit2.Repository, commit: pygit2.Commit) -> list[str]:
 
 def last_head_move(repo: pygit2.Repository) -> tuple[str, str, str] | None:
     """(old id, new id, message) of the newest entry in HEAD's reflog, or None when there is none."""
+    import pygit2
+
     try:
         entry = next(iter(repo.references["HEAD"].log()))
     except (KeyError, StopIteration, pygit2.GitError):

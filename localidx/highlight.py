@@ -32,9 +32,9 @@ def use_color(choice: str, is_tty: bool, env: dict | None = None) -> bool:
 def query_terms(query: str) -> list[str]:
     """The stems of the query's words that a line may hold: identifiers split into words, stopwords dropped, a
     plural's or past tense's ending cut (``redirects`` -> ``redirec``, ``followed`` -> ``follow``), lower case."""
-    from localidx.enrich import keyword_tables, split_identifier
+    from localidx.words import split_identifier, stopwords
 
-    stop = keyword_tables().stopwords
+    stop = stopwords()
     terms: list[str] = []
     for token in _WORD.findall(query):
         for word in dict.fromkeys([token.lower(), *split_identifier(token)]):

@@ -36,7 +36,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from localidx.config import Settings
-from localidx.embed import embeds_inline
 from localidx.errors import IndexDamaged
 from localidx.store.index import Index, open_index_at
 
@@ -53,9 +52,11 @@ EMBED_STEP = 16
 EMBED_STEP_MAX = 4096
 STEP_S = 1.0
 COMPACT_EVERY_VERSIONS = 64  # table versions (commits) between compactions
+COMPACT_AFTER_S = 600  # ... or this long since the last one, at the next pass that wrote something
 INLINE_EMBED_MAX = 64  # new texts in a write batch that are embedded before it is written rather than after
 OLD_GENERATION_GRACE_S = 300  # a replaced generation is dropped this long after the switch (readers may be on it)
 PENDING_SINCE = "pending_since"  # catalog meta: epoch seconds since chunks have waited for vectors ("" when none)
+SETTLED = "settled"  # catalog meta: what a pass that left nothing to do saw (``_settled``); "" otherwise
 
 
 @dataclass
@@ -124,6 +125,10 @@ def run_index(root: Path, in_git: bool, settings: Settings, only: list[str] | No
 
     paths = index_paths(root, in_git, settings.home)
     with WriteLock(paths.lock, wait_s=wait_s):
+        if not rebuild:
+            quiet = _nothing_to_do(paths, root, settings, only, progress)
+            if quiet is not None:
+                return quiet
         index = open_for_writing(paths, settings, progress=progress)
         try:
             try:
@@ -197,6 +202,8 @@ def sync_work_tree(index: Index, root: Path, settings: Settings, only: list[str]
     if target is not index:
         _switch(index, target)
         progress("switched", message=f"switched to the rebuilt index (generation {index.generation})")
+        if rebuild:
+            _drop_the_old_index(index)
     stats.generation = index.generation
 
     if explainer is not None:
@@ -213,12 +220,127 @@ def sync_work_tree(index: Index, root: Path, settings: Settings, only: list[str]
         _compact_now_and_then(index)
     stats.duration_s = round(time.perf_counter() - started, 3)
     index.catalog.set_last_run(stats.to_dict())
+    index.catalog.set_meta(SETTLED, _settled(index, settings, stats) or "")
     from localidx import registry
 
     # Listed in the per-user registry for cross-repository queries; an unchanged entry costs one small read.
     changed = bool(stats.chunks_written or stats.chunks_embedded or stats.files_deleted or stats.rebuilt)
     registry.register(root, index.paths, index.embedder.model_id, changed=changed)
     return stats
+
+
+# -- nothing to do -----------------------------------------------------------------------------------------------
+
+
+def _nothing_to_do(paths, root: Path, settings: Settings, only: list[str] | None, progress) -> RunStats | None:
+    """The record of a pass with nothing to do, found without opening LanceDB (or importing it, or loading the
+    model), or None: the pass must run. Nothing to do means the last pass left everything settled (``_settled``: no
+    vector pending, no failure, no damage), and since then neither the settings nor this package's version, nor a
+    file of the chunk table, nor a listed file's stat, nor the list of files has changed; and no reader has marked
+    damage, no call relations of another schema (or none) wait for a rebuild, and no other generation or table waits
+    to be dropped. Anything else runs the pass, which finds what to
+    do (a touched file of the same content, a repair) the usual way. The caller holds the write lock."""
+    from localidx.store.catalog import Catalog
+    from localidx.store.index import damage_marked
+
+    path = paths.catalog
+    if not path.exists() or damage_marked(paths):
+        return None
+    try:
+        catalog = Catalog(path)
+    except IndexDamaged:
+        return None
+    try:
+        settled = catalog.get_meta(SETTLED)
+        if not settled or catalog.dirty:
+            return None
+        from localidx.store.relations import Relations
+
+        if Relations(catalog).stale:  # relations of another schema, or none: the pass rebuilds
+            return None
+        import json
+
+        then = json.loads(settled)
+        if then != _settled_facts(paths, settings, then.get("model", ""), then.get("table_version", 0)):
+            return None
+        started, clock = time.time(), time.perf_counter()
+        stats = RunStats(model=then["model"], started_at=started, generation=paths.generation())
+        from localidx.discover import discover
+
+        found = discover(root, settings, only=only)
+        records = catalog.files()
+        changes = work_tree_changes(found.files, records, only)
+        if changes.changed or changes.gone:
+            return None
+        stats.files_seen = len(found.files) + len(found.skipped)
+        for skipped in found.skipped:
+            stats.skip(skipped.reason)
+        for rec in changes.same:
+            if rec.skipped:
+                stats.skip(rec.skipped)
+            else:
+                stats.files_unchanged += 1
+        progress = progress or (lambda *a, **k: None)
+        progress("scan", files=stats.files_seen, skipped=len(found.skipped), changed=0, deleted=0)
+        progress("written", chunks=0)
+        stats.duration_s = round(time.perf_counter() - clock, 3)
+        catalog.set_last_run(stats.to_dict())
+    finally:
+        catalog.close()
+    from localidx import registry
+
+    registry.register(root, paths, stats.model, changed=False)
+    log.info("nothing to do: %d files unchanged (%.3f s)", stats.files_unchanged, stats.duration_s)
+    return stats
+
+
+def _settled(index: Index, settings: Settings, stats: RunStats) -> str | None:
+    """What ``_nothing_to_do`` compares with later, as JSON, when this pass leaves nothing to do (every vector
+    written, no failure, no explain stage, no older generation kept); else None."""
+    import json
+
+    if (stats.chunks_pending or stats.failed_files or stats.warnings or settings.summarize
+            or index.catalog.dirty or index.catalog.failed_keys("embed")):
+        return None
+    if any(_generation_of(p.name) not in (None, index.generation) for p in index.paths.worktree.glob("catalog*")):
+        return None
+    facts = _settled_facts(index.paths, settings, index.embedder.model_id, index.store.version())
+    if facts["table"] != index.store.table_name:
+        return None
+    return json.dumps(facts, sort_keys=True)
+
+
+def _settled_facts(paths, settings: Settings, model: str, table_version: int) -> dict:
+    """The state ``_settled`` records: the chunk table (its name, which holds the model and the schema and [META]
+    versions, its version, and a digest of its files' names, sizes and times: any write, deletion or damage
+    changes it), the database's tables, the call relations' schema, the generation, the settings and the
+    package's version."""
+    import hashlib
+
+    from localidx import __version__
+    from localidx.config import fingerprint
+    from localidx.store.lance import chunk_table_name
+    from localidx.store.relations import RELATIONS_SCHEMA
+
+    table = chunk_table_name(model, paths.worktree_key, "", paths.generation())
+    table_dir = paths.lancedb / f"{table}.lance"
+    digest = hashlib.sha256()
+    for directory, dirs, files in os.walk(table_dir):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(directory, name)
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            digest.update(f"{os.path.relpath(full, table_dir)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    try:
+        tables = sorted(os.listdir(paths.lancedb))  # a table made or dropped (another model, generation, work tree)
+    except OSError:
+        tables = []
+    return {"table": table, "table_version": table_version, "files": digest.hexdigest()[:32], "tables": tables,
+            "model": model, "generation": paths.generation(), "relations": RELATIONS_SCHEMA,
+            "settings": fingerprint(settings), "package": __version__}
 
 
 # -- damage, generations ------------------------------------------------------------------------------------------
@@ -267,6 +389,20 @@ def _collect_garbage(index: Index, rebuilding: bool) -> None:
         generation = _generation_of(path.name)
         if generation is not None and generation not in keep:
             discard_generation(index.paths, generation)
+
+
+def _drop_the_old_index(index: Index) -> None:
+    """After an asked-for rebuild: drop every other generation now (no grace period) and fold the new table into
+    one version, so no file of the index holds text the work tree no longer has. A daemon refuses ``--rebuild``, so
+    no reader of this process is on the old generation."""
+    from localidx.store.index import discard_generation
+
+    index.store.drop_other_tables()
+    for path in index.paths.worktree.glob("catalog*.sqlite"):
+        generation = _generation_of(path.name)
+        if generation is not None and generation != index.generation:
+            discard_generation(index.paths, generation)
+    index.store.purge()
 
 
 def _generation_of(name: str) -> int | None:
@@ -435,7 +571,8 @@ def _write_changes(index: Index, root: Path, settings: Settings, only, embed: bo
 
     batch = _Batch(index, stats, embed, explainer, relations)
     write_started = time.perf_counter()
-    jobs = map_files(chunk_changed_file, candidates, worker_count(settings), crashed_chunking)
+    work_bytes = sum(f.size for f, _rec in changes.changed)
+    jobs = map_files(chunk_changed_file, candidates, worker_count(settings, work_bytes), crashed_chunking)
     for done, (item, job) in enumerate(zip(jobs, candidates), 1):
         progress("chunk", done=done, total=len(candidates), path=item.path)
         rec = records.get(item.path)
@@ -551,7 +688,7 @@ class _Batch:
                     owner.setdefault(row["embed_key"], f.path)
         embedded = {}
         problems = [p for f in files for p in f.problems]
-        if self.embed and missing and (len(missing) <= INLINE_EMBED_MAX or embeds_inline(index.embedder)):
+        if self.embed and missing and (len(missing) <= INLINE_EMBED_MAX or _embeds_inline(index.embedder)):
             # A few new texts (an edit), or a model as fast as writing: embed them now and write rows and vectors
             # in one commit; filling them in later costs a merge over the whole table (seconds at 100k rows).
             started = time.perf_counter()
@@ -571,6 +708,12 @@ class _Batch:
             stats.embedding_took(took)
 
 
+def _embeds_inline(embedder) -> bool:
+    from localidx.embed import embeds_inline
+
+    return embeds_inline(embedder)
+
+
 # -- vectors ------------------------------------------------------------------------------------------------------
 
 
@@ -579,9 +722,16 @@ def _compact_now_and_then(index: Index) -> None:
     fill is a commit, and without this the table grew to 4.7x its live size (benchmarks/index.py)."""
     version = index.store.version()
     last = int(index.catalog.get_meta("compacted_at_version", "0") or 0)
-    if version - last >= COMPACT_EVERY_VERSIONS:
+    compacted_at = index.catalog.get_meta("compacted_at")
+    if not compacted_at:  # the first pass of an index: the clock starts here
+        index.catalog.set_meta("compacted_at", str(time.time()))
+    since = time.time() - float(compacted_at or time.time())
+    # Also by time: the versions a compaction drops hold the text of replaced and deleted rows (a secret taken out of
+    # a file), so they are dropped at the first pass COMPACT_AFTER_S after the last compaction, however few commits.
+    if version - last >= COMPACT_EVERY_VERSIONS or (version > last and since >= COMPACT_AFTER_S):
         index.store.compact()
         index.catalog.set_meta("compacted_at_version", str(index.store.version()))
+        index.catalog.set_meta("compacted_at", str(time.time()))
 
 
 def _embed_texts(index: Index, texts_by_key: dict[str, str], cache: bool = True) -> dict:

@@ -6,7 +6,8 @@ translation, query compression, query rewrites, ``ask``'s answer) and the option
 (``explain_chunk``). The prompts live in ``localidx/data/prompts.toml``, not here.
 
 Invariants:
-- The network is touched only by ``chat`` (and the helpers that call it), and only when ``llm_base_url`` is set.
+- The network is touched only by ``chat`` (and the helpers that call it), and only when ``llm_base_url`` is set: by
+  the user (their config.toml, the environment, a flag) or by a repository file the user trusts (``localidx.trust``).
 - Every failure is one ``LLMError`` line naming the endpoint: unreachable, timed out, an HTTP error with the server's
   own message, an answer that is not JSON or has no message in it. ``LLMUnreachable`` (nobody answered at all) lets
   a caller that makes many calls stop at the first one instead of waiting on each.
@@ -64,9 +65,13 @@ def configured(settings: Settings) -> bool:
 
 def not_configured_message() -> str:
     """How to configure an LLM, for commands that need one (a few lines, ready to print)."""
+    from localidx.trust import user_config_path
+
     return (
         "no LLM is configured. localidx speaks to any OpenAI-compatible server, for example llama.cpp's\n"
-        "`llama-server -m model.gguf --port 8080` or Ollama (http://127.0.0.1:11434/v1). Add to .localidx.toml:\n"
+        "`llama-server -m model.gguf --port 8080` or Ollama (http://127.0.0.1:11434/v1). Add to your own\n"
+        f"{user_config_path()} (every repository), or to the repository's .localidx.toml and then\n"
+        "run `localidx trust` there:\n"
         "\n"
         "    [llm]\n"
         '    base_url = "http://127.0.0.1:8080/v1"\n'
@@ -86,8 +91,8 @@ def completions_url(settings: Settings) -> str:
     """``{llm_base_url}/chat/completions`` (a base URL that already ends in it is used as it is)."""
     base = settings.llm_base_url.strip()
     if not base:
-        raise ConfigError("no LLM configured: set llm_base_url ([llm] base_url in .localidx.toml, "
-                          "or LOCALIDX_LLM_BASE_URL)")
+        raise ConfigError("no LLM configured: set llm_base_url ([llm] base_url in your config.toml or a trusted "
+                          ".localidx.toml, or LOCALIDX_LLM_BASE_URL)")
     parts = urllib.parse.urlsplit(base)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigError(f"llm_base_url must be an http(s) URL such as http://127.0.0.1:8080/v1, got {base!r}")

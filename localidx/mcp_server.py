@@ -13,8 +13,11 @@ Place in the flow: serve. The tools and what they call:
 
 Invariants:
 - The per-repository tools go through the daemon (``localidx.backend``'s "start" policy: started on first use,
-  restarted once after an edit of the settings), so this process never imports lancedb or fastembed for them; only
-  ``rag_search_global`` loads the pipeline.
+  restarted once after an edit of the settings), so this process does not import lancedb or fastembed for them;
+  only ``rag_search_global`` loads the pipeline. When the daemon cannot be started (its socket directory is refused,
+  it fails at start), the tool is answered in this process instead, with a warning that says why and what to do.
+- Settings an untrusted repository file sets and localidx does not take (``localidx.config.trust_warning``) are
+  said in every answer's ``warnings``: the agent's user learns it, and how to trust the file.
 - Tool inputs are pydantic-validated and closed (unknown arguments are refused). They name a profile, never raw
   tuning values (top-k, token budgets): those live in profiles.
 - A failure (no daemon, index not ready, a usage error such as an unknown profile) is a tool error whose text is the
@@ -95,18 +98,36 @@ class Repository:
         return self._answer(lambda backend: backend.status())
 
     def _answer(self, operation: Callable[[Any], dict]) -> dict:
-        """``operation`` on the daemon's backend (the daemon started when none runs); errors become one-line tool
-        errors."""
+        """``operation`` on the daemon's backend (the daemon started when none runs; in this process when it cannot
+        start); errors become one-line tool errors. The answer's ``warnings`` say what was not taken from an
+        untrusted repository file, and why the daemon was not used."""
         from localidx.backend import Backend
-        from localidx.config import load_settings
+        from localidx.client import DaemonTimeout, DaemonUnavailable
+        from localidx.config import load_settings, trust_warning
+        from localidx.errors import ConfigError
 
+        notes: list[str] = []
         try:
+            ignored: list = []
             # Per call: after an edit of .localidx.toml, the backend restarts a daemon that runs with the old settings.
-            return operation(Backend(self.root, self.in_git, load_settings(self.root), daemon="start"))
+            settings = load_settings(self.root, ignored=ignored)
+            notes += [w for w in [trust_warning(ignored, self.root)] if w]
+            try:
+                answer = operation(Backend(self.root, self.in_git, settings, daemon="start"))
+            except (DaemonUnavailable, ConfigError) as exc:
+                if isinstance(exc, DaemonTimeout) or (isinstance(exc, ConfigError) and "socket" not in str(exc)):
+                    raise
+                log.warning("the daemon could not start (%s); answering in this process", exc)
+                notes.append(f"answered without the daemon, which could not start ({exc}); "
+                             f"`localidx daemon logs` shows why")
+                answer = operation(Backend(self.root, self.in_git, settings, daemon="running"))
         except LocalidxError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(str(exc) + "".join(f" ({note})" for note in notes)) from None
         except OSError as exc:
             raise ToolError(f"cannot reach the daemon for {self.root}: {exc.strerror or exc}") from None
+        if notes:
+            answer = {**answer, "warnings": [*answer.get("warnings", []), *notes]}
+        return answer
 
 
 def _context_options(query: str, profile: str | None = None, conversation: list[str] | None = None,

@@ -164,6 +164,22 @@ METHODS: dict[str, dict[str, Any]] = {
                   "instructions, contextMissing, noResults, noResultsReason, appliedModules, warnings, profile, "
                   "query, subQueries, stats}",
     },
+    "chunks/show": {
+        "summary": "How files of the work tree are chunked, as `localidx chunks --json`; nothing is written.",
+        "params": {
+            "type": "object",
+            "properties": {
+                # Relative to the work tree's root, forward slashes; a path outside it is a usage error.
+                "paths": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 4096},
+                          "maxItems": 10000},
+                "max_tokens": {"type": "integer"},  # the CLI's --max-tokens; checked as the setting is
+            },
+            "required": ["paths"],
+            "additionalProperties": False,
+        },
+        "result": "{files: [{path, language, skipped (a reason, or null), chunks: [{path, start_line, end_line, kind, "
+                  "symbol, title, token_count, text, ...}]}]}",
+    },
 }
 RESERVED_METHODS: tuple[str, ...] = ()
 

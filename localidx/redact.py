@@ -1,7 +1,16 @@
 """Secret redaction: the last thing the chunker does to a file's text before anything is stored or embedded.
 
-Flow: discover → parse → chunk → **redact** → enrich → embed → store. Every text that leaves the chunker (chunk
-text, import lines, signatures, docs) has been through ``redact``; opted-in ``.env`` files go through ``redact_env``.
+Flow: discover → parse → chunk → **redact** → enrich → embed → store. Two passes, one function:
+
+- the chunker redacts a file's whole text before cutting it (``redact``; opted-in ``.env`` files ``redact_env``), so
+  a secret split across chunks (a private key block) is found whole;
+- ``scrub_chunks``, the choke point, runs in ``chunk.finalize`` over every text field of every chunk of a file and
+  of what the file shares with them, before ids, hashes and the [META] header are made: text, symbol, title,
+  signature, doc, decorators, calls, symbols, tags, imports, module doc, endpoints, then the [META] header itself.
+  Those come from the parser, which reads the file's bytes, and from summaries built from them: they need their own
+  pass. Everything stored (the chunk table, call relations, the catalog) and served comes from these fields.
+- the LLM's explanations (``localidx.explain``), the reasons of the catalog's problems and the log records of the
+  daemon and the hooks (``LogFilter``) pass ``redact`` too.
 
 Invariants:
 - A secret is replaced by the literal ``«redacted:KIND»`` followed by the line breaks the secret covered, so the text
@@ -12,9 +21,15 @@ Invariants:
 - The common case is cheap: one regex pass over the lower-cased text finds every hint and keyword at once; a text
   with none costs that pass and nothing more (50-60 MB/s on one core over the CPython standard library).
 
-Kinds: aws_access_key, aws_secret_key, private_key, github_token, gitlab_token, slack_token, stripe_key,
-anthropic_key, openai_key, google_api_key, npm_token, jwt, connection_string (the password of ``scheme://user:pw@host``
-only), and from assignments password, secret, token, api_key.
+Kinds: aws_access_key, aws_secret_key, private_key (PEM blocks, PuTTY ``.ppk`` private lines, age keys),
+github_token, gitlab_token, slack_token, slack_webhook, discord_webhook, azure_key (``AccountKey=``,
+``SharedAccessKey=``, a SAS ``sig=``), sendgrid_key, mailgun_key, mailchimp_key, shopify_token, pypi_token,
+square_token, telegram_token, databricks_token, digitalocean_token, vault_token, google_oauth, atlassian_token,
+huggingface_token, postman_key, linear_key, nuget_key, stripe_key, anthropic_key, openai_key, google_api_key,
+npm_token, jwt, basic_auth (``Basic <base64 of user:pw>``), connection_string (the password of
+``scheme://user:pw@host`` only), password on a command line (``mysql -pPW``, ``sshpass -p PW``, ``--password=PW``,
+``curl -u user:PW``), token (``Bearer <token>``), and from assignments password, secret, token, api_key. The shapes
+are written from the providers' published token formats.
 
 What counts as a secret value in an assignment (``password = "..."``, ``"token": "..."``, ``API_KEY=...``, YAML
 ``secret: ...``): a literal of at least 8 characters, without whitespace, that is not a placeholder (``<your-token>``,
@@ -52,9 +67,13 @@ class Redaction:
 class _Pattern:
     kind: str
     regex: re.Pattern
-    group: int  # the group holding the secret; 0 = the whole match
+    group: int | tuple[int, ...]  # the group holding the secret (the first that matched, of several); 0 = the whole match
     hints: tuple[str, ...]  # lower-case literals, one of which must occur in the lower-cased text for the regex to run
     check: Callable[[str], bool] | None = None  # a further test on the secret text
+    # The match may not follow a word character or "-" (a token's prefix must start a word). Checked after the
+    # match, not as a leading lookbehind: a regex that starts with a literal is searched for by the engine's fast
+    # literal scan, one that starts with a lookbehind is tried at every position (10 to 60 times slower).
+    bounded: bool = False
 
 
 def _letters_and_digits(value: str) -> bool:
@@ -62,8 +81,54 @@ def _letters_and_digits(value: str) -> bool:
 
 
 def _real_password(value: str) -> bool:
-    # "user:password@", "myuser:mypassword@" in docs and examples are not secrets.
-    return not _is_placeholder(value) and "password" not in value.lower()
+    # "user:password@", "myuser:mypassword@" (also percent-encoded: "passwor%64") in docs and examples are not secrets.
+    from urllib.parse import unquote
+
+    return not _is_placeholder(value) and "password" not in unquote(value).lower()
+
+
+def _basic_placeholder(value: str) -> bool:
+    """Whether ``value`` is base64 of ``user:password`` whose password is a placeholder (documentation's example)."""
+    import base64
+    import binascii
+
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    _user, colon, password = decoded.partition(":")
+    return bool(colon) and _is_placeholder(password)
+
+
+def _basic_credentials(value: str) -> bool:
+    """Whether ``value`` is base64 of ``user:password`` (what HTTP Basic authentication sends)."""
+    import base64
+    import binascii
+
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    user, colon, password = decoded.partition(":")
+    return bool(colon and password) and decoded.isprintable() and not _is_placeholder(password)
+
+
+_CLI_VALUE = r"""([^\s'"-][^\s'"]*|'[^'\r\n]+'|"[^"\r\n]+")"""  # a command-line word, bare or quoted
+
+
+def _command_line_password(value: str) -> bool:
+    """A password where a command line puts one (``-pPW``, ``-u user:PW``, ``--password=PW``): the place says it is
+    one, so any literal counts that is not a placeholder, a variable or a word for "password"."""
+    value = value.strip("'\"")
+    lowered = value.lower()
+    if len(value) < 4 or value[0] in "$%{<[(" or _is_placeholder(value):
+        return False
+    return not any(word in lowered for word in ("pass", "pwd", "secret", "token"))
+
+
+def _random_token(value: str) -> bool:
+    """A bearer token or a command-line password: not a placeholder, not a variable, not plain words."""
+    return _looks_secret(value.strip("'\""))
 
 
 # Ordered most specific first: where two matches overlap, the earlier row wins (an ``sk-ant-`` key inside
@@ -97,28 +162,110 @@ _PATTERNS: tuple[_Pattern, ...] = (
     ),
     _Pattern(
         "github_token",
-        re.compile(r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+        re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
         0,
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        bounded=True,
     ),
-    _Pattern("gitlab_token", re.compile(r"(?<![\w-])glpat-[A-Za-z0-9_-]{20,}"), 0, ("glpat-",)),
-    _Pattern("slack_token", re.compile(r"(?<![\w-])xox[abprs]-[A-Za-z0-9-]{10,}"), 0, ("xox",)),
+    _Pattern("gitlab_token", re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), 0, ("glpat-",), bounded=True),
+    _Pattern("slack_token", re.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}"), 0, ("xox",), bounded=True),
     _Pattern(
         "stripe_key",
-        re.compile(r"(?<![\w-])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
+        re.compile(r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
         0,
         ("sk_live_", "rk_live_", "sk_test_", "rk_test_"),
+        bounded=True,
     ),
-    _Pattern("anthropic_key", re.compile(r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"), 0, ("sk-",)),
-    _Pattern("openai_key", re.compile(r"(?<![\w-])sk-[A-Za-z0-9_-]{20,}"), 0, ("sk-",), _letters_and_digits),
-    _Pattern("google_api_key", re.compile(r"(?<![\w-])AIza[0-9A-Za-z_-]{35}(?![\w-])"), 0, ("aiza",)),
-    _Pattern("npm_token", re.compile(r"(?<![\w-])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), 0, ("npm_",)),
+    _Pattern("anthropic_key", re.compile(r"sk-ant-[A-Za-z0-9_-]{20,}"), 0, ("sk-",), bounded=True),
+    _Pattern("openai_key", re.compile(r"sk-[A-Za-z0-9_-]{20,}"), 0, ("sk-",), _letters_and_digits, bounded=True),
+    _Pattern("google_api_key", re.compile(r"AIza[0-9A-Za-z_-]{35}(?![\w-])"), 0, ("aiza",), bounded=True),
+    _Pattern("npm_token", re.compile(r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), 0, ("npm_",), bounded=True),
     _Pattern(
         "jwt",
-        re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
+        re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
         0,
         ("eyj",),
+        bounded=True,
     ),
+    _Pattern(
+        "private_key",
+        # PuTTY's .ppk: the private half is the base64 lines after "Private-Lines: N", and the MAC after them.
+        re.compile(r"(?m)^Private-Lines:[ \t]*\d+[ \t]*\r?\n((?:[A-Za-z0-9+/=]+[ \t]*(?:\r?\n|\Z))+)"
+                   r"(?:Private-(?:MAC|Hash):[ \t]*[0-9a-fA-F]+)?"),
+        0,
+        ("private-lines:",),
+    ),
+    _Pattern("private_key", re.compile(r"AGE-SECRET-KEY-1[0-9A-Z]{58}(?![0-9A-Z])"), 0,
+             ("age-secret-key-1",), bounded=True),
+    _Pattern(
+        "slack_webhook",
+        re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/-]{20,})"),
+        1,
+        ("hooks.slack.com/",),
+    ),
+    _Pattern("discord_webhook", re.compile(r"discord(?:app)?\.com/api/webhooks/\d+/([A-Za-z0-9_-]{30,})"), 1,
+             ("/api/webhooks/",)),
+    _Pattern(
+        "azure_key",
+        # Storage and Service Bus connection strings, and the signature of a shared access signature URL.
+        re.compile(r"(?i:accountkey|sharedaccesskey)=([A-Za-z0-9+/]{30,}={0,2})|[?&]sig=([A-Za-z0-9%+/]{30,}={0,2})"),
+        (1, 2),
+        ("accountkey=", "sharedaccesskey=", "sig="),
+    ),
+    _Pattern("sendgrid_key", re.compile(r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,50}"), 0, ("sg.",),
+             bounded=True),
+    _Pattern("mailgun_key", re.compile(r"key-[0-9a-f]{32}(?![0-9a-f])"), 0, ("key-",), bounded=True),
+    _Pattern("shopify_token", re.compile(r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"), 0,
+             ("shpat_", "shpca_", "shppa_", "shpss_"), bounded=True),
+    _Pattern("pypi_token", re.compile(r"pypi-AgE[A-Za-z0-9_-]{50,}"), 0, ("pypi-age",), bounded=True),
+    _Pattern("square_token", re.compile(r"(?:sq0atp-[0-9A-Za-z_-]{22}|sq0csp-[0-9A-Za-z_-]{43}|"
+                                        r"EAAA[A-Za-z0-9_-]{60})"), 0, ("sq0atp-", "sq0csp-", "eaaa"),
+             bounded=True),
+    _Pattern("telegram_token", re.compile(r"(?<![\w:])\d{8,10}:AA[0-9A-Za-z_-]{33}(?![\w-])"), 0, (":aa",)),
+    _Pattern("databricks_token", re.compile(r"dapi[0-9a-f]{32}(?:-\d)?(?![0-9a-f])"), 0, ("dapi",), bounded=True),
+    _Pattern("digitalocean_token", re.compile(r"do[opr]_v1_[a-f0-9]{64}"), 0, ("dop_v1_", "doo_v1_", "dor_v1_"),
+             bounded=True),
+    _Pattern("vault_token", re.compile(r"(?:hv[sbr]\.[A-Za-z0-9_-]{24,}|[A-Za-z0-9]{14}\.atlasv1\."
+                                       r"[A-Za-z0-9_=-]{60,})"), 0, ("hvs.", "hvb.", "hvr.", ".atlasv1."),
+             bounded=True),
+    _Pattern("google_oauth", re.compile(r"(?:GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[0-9A-Za-z_-]{30,})"), 0,
+             ("gocspx-", "ya29."), bounded=True),
+    _Pattern("atlassian_token", re.compile(r"ATATT3[A-Za-z0-9_=-]{100,}"), 0, ("atatt3",), bounded=True),
+    _Pattern("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])"), 0, ("hf_",),
+             _letters_and_digits, bounded=True),
+    _Pattern("postman_key", re.compile(r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"), 0, ("pmak-",), bounded=True),
+    _Pattern("linear_key", re.compile(r"lin_api_[A-Za-z0-9]{40}"), 0, ("lin_api_",), bounded=True),
+    _Pattern("nuget_key", re.compile(r"oy2[a-z0-9]{43}(?![a-z0-9])"), 0, ("oy2",), _letters_and_digits,
+             bounded=True),
+    _Pattern("gitlab_token", re.compile(r"gl(?:ptt|dt|rt|cbt|oas|soat|imt|agent|ffct)-[A-Za-z0-9_-]{20,}"),
+             0, ("glptt-", "gldt-", "glrt-", "glcbt-", "gloas-", "glsoat-", "glimt-", "glagent-", "glffct-"),
+             bounded=True),
+    _Pattern(
+        "basic_auth",
+        # An HTTP Basic credential anywhere (a header, a curl -H, a config line): base64 that decodes to user:pw.
+        re.compile(r"(?:Basic|basic|BASIC)[ \t]+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
+        1,
+        ("basic ", "basic\t"),
+        _basic_credentials,
+        bounded=True,
+    ),
+    _Pattern(
+        "token",
+        re.compile(r"(?:Bearer|bearer|BEARER)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)(?![A-Za-z0-9._~+/=-])"),
+        1,
+        ("bearer ", "bearer\t"),
+        _random_token,
+        bounded=True,
+    ),
+    # A password on a command line: mysql -pPASSWORD (no blank: -p alone prompts), sshpass -p PW, --password=PW,
+    # curl -u user:PW (the part after the colon).
+    _Pattern("password", re.compile(r"(?:mysql|mariadb)[\w-]*\b[^\r\n|;&]*?[ \t]-p(?!assword)" + _CLI_VALUE), 1,
+             ("mysql", "mariadb"), _command_line_password, bounded=True),
+    _Pattern("password", re.compile(r"sshpass[ \t]+-p[ \t]*" + _CLI_VALUE), 1, ("sshpass",), _command_line_password,
+             bounded=True),
+    _Pattern("password", re.compile(r"--password[= ]" + _CLI_VALUE), 1, ("--password",), _command_line_password),
+    _Pattern("password", re.compile(r"curl\b[^\r\n|;&]*?[ \t](?:-u|--user)[ \t]*['\"]?[^\s:'\"]*:([^\s'\"]+)"), 1,
+             ("curl",), _command_line_password, bounded=True),
     _Pattern(
         "connection_string",
         # Starts at "://" so the regex engine can jump between literal hits; only the password is the secret.
@@ -139,6 +286,7 @@ _SECRET_NAMES: tuple[tuple[str, str], ...] = (
     ("passwords", "password"),
     ("passwd", "password"),
     ("passphrase", "password"),
+    ("pass", "password"),  # db_pass, SMTP_PASS, dbPass: a word of its own only (never bypass, compass)
     ("pwd", "password"),
     ("api?key", "api_key"),
     ("access?key", "api_key"),
@@ -165,7 +313,9 @@ _NAME_KINDS: dict[str, str] = {spelling: kind for name, kind in _SECRET_NAMES fo
 
 # After the keyword: the rest of the identifier, an optional closing quote (JSON/dict keys), an optional type word
 # (Go's ``var token string = ...``), then an assignment operator.
-_NAME_TAIL = re.compile(r"(?P<rest>[\w-]*)(?P<q>[\"']?)[ \t]*(?:[A-Za-z_][\w\[\].*]*[ \t]*)?(?P<op>:=|=>|=|:)")
+# A quoted key takes no type word: in ``class="token" href="#x"`` the quoted word is a value, not a key.
+_NAME_TAIL = re.compile(r"(?P<rest>[\w-]*)(?:(?P<q>[\"'])[ \t]*|[ \t]*(?:[A-Za-z_][\w\[\].*]*[ \t]*)?)"
+                        r"(?P<op>:=|=>|=|:)")
 
 # After ``name:`` a type annotation may come before the real ``=`` (Python, TypeScript, Kotlin, Rust).
 # The blank before "=" tells ``token: str = "..."`` from a YAML value that holds "=" (``secret: c2VjcmV0==``).
@@ -174,7 +324,8 @@ _VALUE = re.compile(
     r"[ \t]*(?:\"(?P<dq>(?:[^\"\\\r\n]|\\.)*)\"|'(?P<sq>(?:[^'\\\r\n]|\\.)*)'|`(?P<bq>[^`\r\n]*)`"
     # A bare value may not start with what YAML reserves (& anchor, * alias, ! tag, | > blocks) or an operator.
     # A bare value ends at a backslash too: inside a string literal that is an escape (\n), not part of the value.
-    r"|(?P<bare>[^\s\"'`,;()\[\]{}<>=&*!|%@\\][^\s\"'`,;()\[\]{}<>\\]*)(?=[\s,;\\]|$))"
+    # A bare value ends at "&" too: in a query string (token=abc&user=x) the next parameter is not part of it.
+    r"|(?P<bare>[^\s\"'`,;()\[\]{}<>=&*!|%@\\][^\s\"'`,;()\[\]{}<>\\&]*)(?=[\s,;\\&]|$))"
 )
 
 # The last word of a name that says the value describes a secret rather than being one (token_type, secret_name).
@@ -182,26 +333,28 @@ _DESCRIPTIVE_SUFFIXES = frozenset(
     "type types url urls uri endpoint path file filename dir name names field fields header headers env var "
     "length len size count max min limit prefix suffix format pattern regex label hint placeholder help message "
     "msg error text title description kind mode method scheme algorithm alg version ttl expiry expires timeout "
-    "param params column table id ids arn".split()
+    "param params column table id ids arn identifier query".split()
 )
 _PLACEHOLDER_WORDS = frozenset(
     "password passwd pass pwd secret token changeme change_me changeit none null nil undefined true false "
     "redacted hidden masked".split()
 )
 _PLACEHOLDER_MARKERS = (
-    "your", "example", "placeholder", "changeme", "change_me", "replace", "dummy", "redacted", "xxxx", "****", "...",
+    "your", "example", "placeholder", "changeme", "change_me", "replace", "dummy", "redacted", "filtered", "xxxx",
+    "****", "...",
     "\u2026", "todo", "fixme", "insert",
 )
 _PLACEHOLDER = re.compile(
     r"^(?:<[^>]*>|\$\{[^}]*\}|\$\(?[A-Za-z_]\w*\)?|\{\{.*\}\}|\{[\w.]*\}|%\(?\w*\)?[sd]|(.)\1*)$", re.DOTALL
 )
-_TEMPLATE_BITS = ("${", "{{", "%(", "%s", "{}", "#{")
+_TEMPLATE_BITS = ("${", "{{", "%(", "%s", "{}", "#{", "\\(")  # ... and Swift's "\(value)"
 _TEMPLATE = re.compile(r"<[^<>]*>|^[\w.]+\(.*\)$")  # <username>, or a call written in backticks: `get_token()`
 _IDENTIFIER = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*$")
 _AUTH_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest)[ \t]+")
 _CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _SEPARATORS = re.compile(r"[/._\-:@+]+")
 _NUMBER = re.compile(r"^[\d.,_]+$")
+_TYPE_UNION = re.compile(r"^[A-Za-z_][\w.\[\]<>]*(?:\|[A-Za-z_][\w.\[\]<>]*)+$")  # string|null: a documented type
 _VOWELS = frozenset("aeiouy")
 
 
@@ -230,8 +383,9 @@ def _trie_regex(words: list[str]) -> str:
 
 # The one pass every text pays for: lower-case it, then find every pattern hint and secret-name keyword at once.
 # Longer literals win where one continues another ("secrets" over "secret"), as the trie's optional tails are greedy.
-_HINT_PATTERNS: dict[str, tuple[_Pattern, ...]] = {
-    hint: tuple(p for p in _PATTERNS if hint in p.hints) for hint in {h for p in _PATTERNS for h in p.hints}
+# hint -> the positions in _PATTERNS of the patterns it wakes (ints: cheaper to collect than the patterns themselves)
+_HINT_PATTERNS: dict[str, tuple[int, ...]] = {
+    hint: tuple(i for i, p in enumerate(_PATTERNS) if hint in p.hints) for hint in {h for p in _PATTERNS for h in p.hints}
 }
 _TRIGGER = re.compile(_trie_regex(sorted(set(_HINT_PATTERNS) | set(_NAME_KINDS))))
 
@@ -329,7 +483,7 @@ def _find(text: str) -> list[tuple[int, int, str]]:
     if len(lowered) != len(text):
         # Lower-casing lengthened some non-ASCII character and offsets would drift: lower character by character.
         lowered = "".join(c.lower()[0] for c in text)
-    patterns: set[_Pattern] = set()
+    patterns: set[int] = set()
     keywords: list[tuple[int, int, str]] = []
     for m in _TRIGGER.finditer(lowered):
         literal = m.group()
@@ -337,12 +491,16 @@ def _find(text: str) -> list[tuple[int, int, str]]:
         if literal in _NAME_KINDS:
             keywords.append((m.start(), m.end(), _NAME_KINDS[literal]))
     spans: list[tuple[int, int, str]] = []
-    for pattern in _PATTERNS:  # table order: the more specific pattern claims a span first
-        if pattern not in patterns:
+    for i, pattern in enumerate(_PATTERNS):  # table order: the more specific pattern claims a span first
+        if i not in patterns:
             continue
         found = []
         for m in pattern.regex.finditer(text):
-            start, end = m.span(pattern.group)
+            if pattern.bounded and m.start() and (text[m.start() - 1].isalnum() or text[m.start() - 1] in "_-"):
+                continue
+            group = pattern.group if isinstance(pattern.group, int) else next(
+                (g for g in pattern.group if m.group(g) is not None), 0)
+            start, end = m.span(group)
             if start < end and (pattern.check is None or pattern.check(text[start:end])):
                 found.append((start, end, pattern.kind))
         spans = _merge(spans, found)
@@ -352,6 +510,9 @@ def _find(text: str) -> list[tuple[int, int, str]]:
 
 def _assignment_at(text: str, kw_start: int, kw_end: int, kind: str) -> tuple[int, int, str] | None:
     if not _keyword_ends_word(text, kw_start, kw_end):
+        return None
+    if text[kw_start:kw_end].lower() in _WORD_START_KEYWORDS and not (
+            _keyword_starts_word(text, kw_start) and _name_start(text, kw_start) < kw_start):
         return None
     tail = _NAME_TAIL.match(text, kw_end)
     if tail is None:
@@ -379,9 +540,28 @@ def _assignment_at(text: str, kw_start: int, kw_end: int, kind: str) -> tuple[in
     scheme = _AUTH_SCHEME.match(text, start, end)
     if scheme is not None:
         start = scheme.end()
-    if not _looks_secret(text[start:end]):
+        if scheme.group().lower().startswith("basic") and _basic_placeholder(text[start:end]):
+            return None
+    value_text = text[start:end]
+    if not _looks_secret(value_text) or _TYPE_UNION.match(value_text):
+        return None
+    name = text[name_start : tail.end("rest")]
+    # A value that names its own key or keyword is not one: "next-auth": "npm:next-auth@^4.2", token = "&_token=".
+    if any(len(word) >= 4 and word.lower() in value_text.lower() for word in (name, text[kw_start:kw_end])):
         return None
     return start, end, kind
+
+
+# Keywords that must start a word of the name, after another word: db_pass, SMTP_PASS, dbPass; not bypass, compass,
+# or the prose of "first pass: ..." and a log's "index pass: reason=...".
+_WORD_START_KEYWORDS = frozenset({"pass"})
+
+
+def _keyword_starts_word(text: str, start: int) -> bool:
+    """Whether the keyword starts a word of the identifier: ``db_pass``, ``dbPass``, ``PASS``; not ``bypass``."""
+    if start == 0 or not text[start - 1].isalpha():
+        return True
+    return text[start - 1].islower() and text[start].isupper()
 
 
 def _keyword_ends_word(text: str, start: int, end: int) -> bool:
@@ -409,8 +589,9 @@ def _is_reference(value: str, keyword: str, after: str) -> bool:
     """Whether an unquoted value is code naming something rather than a literal.
 
     ``rust_openssl.PrivateKey`` (dotted), ``kEnumerableProperty,`` (an identifier ending an object entry or a
-    statement), ``Ed25519PrivateKey`` (it repeats the keyword).
+    statement), ``Ed25519PrivateKey`` (it repeats the keyword), ``URLCredential?`` and ``process.env.KEY!``.
     """
+    value = value.rstrip("?!")  # Swift's and Kotlin's optional types, TypeScript's non-null assertion
     if not _IDENTIFIER.match(value):
         return False
     return "." in value or after in (",", ";") or keyword.lower().replace("_", "").replace("-", "") in value.lower()
@@ -504,3 +685,80 @@ def _apply(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, list[Reda
         pos = end
     pieces.append(text[pos:])
     return "".join(pieces), redactions
+
+
+# -- the choke point ------------------------------------------------------------------------------------------------
+
+_CHUNK_TEXT_FIELDS = ("text", "symbol", "name", "title", "parent", "signature", "doc")
+_CHUNK_LIST_FIELDS = ("symbols", "calls", "decorators")
+
+
+def _clean(value: str) -> str:
+    return redact(value)[0] if value else value
+
+
+def _clean_json(value):
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, list):
+        return [_clean_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clean_json(v) for k, v in value.items()}
+    return value
+
+
+def scrub_chunks(chunks: list, ctx) -> None:
+    """Redact, in place, every text field of a file's draft chunks (``records.Chunk``) and of its ``FileContext``
+    (imports, module doc, endpoints): the one choke point all stored and served text passes (module docstring)."""
+    ctx.imports[:] = [_clean(line) for line in ctx.imports]  # the same list the call relations read
+    ctx.module_doc = _clean(ctx.module_doc)
+    for endpoint in ctx.endpoints:
+        endpoint.path, endpoint.handler = _clean(endpoint.path), _clean(endpoint.handler)
+    for chunk in chunks:
+        for name in _CHUNK_TEXT_FIELDS:
+            if name == "text" and _whole_lines_of(chunk, ctx):
+                continue  # the file's text was redacted whole (a key block split across chunks included)
+            value = getattr(chunk, name)
+            cleaned = _clean(value)
+            if cleaned is not value:
+                setattr(chunk, name, cleaned)
+        for name in _CHUNK_LIST_FIELDS:
+            values = getattr(chunk, name)
+            if values:
+                setattr(chunk, name, [_clean(v) for v in values])
+        if chunk.tags:
+            chunk.tags = _clean_json(chunk.tags)
+
+
+def _whole_lines_of(chunk, ctx) -> bool:
+    """Whether the chunk's text is exactly lines ``start_line``..``end_line`` of the file's redacted text."""
+    starts = ctx.line_starts
+    if not (0 < chunk.start_line <= chunk.end_line <= len(starts)):
+        return False
+    begin = starts[chunk.start_line - 1]
+    end = starts[chunk.end_line] - 1 if chunk.end_line < len(starts) else len(ctx.text)
+    return end - begin == len(chunk.text) and ctx.text.startswith(chunk.text, begin)
+
+
+def scrub_header(header: str) -> str:
+    """A [META] header made from scrubbed fields, through ``redact`` once more: a secret that only shows when the
+    facts are joined (a signature's default beside its name) goes too."""
+    return _clean(header)
+
+
+class LogFilter:
+    """A ``logging`` filter that redacts every record's message (with its arguments) before a handler writes it:
+    the daemon's and the hooks' log files hold no secret an error message carried."""
+
+    def filter(self, record) -> bool:
+        message = record.getMessage()
+        cleaned = _clean(message)
+        if cleaned is not message:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            import logging
+
+            record.exc_text = _clean(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = _clean(record.exc_text)
+        return True

@@ -27,7 +27,6 @@ import fcntl
 import json
 import logging
 import os
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -124,6 +123,8 @@ def _read(path: Path) -> tuple[list[Entry], list[str]]:
 
 
 def _write(path: Path, entries: list[Entry]) -> None:
+    import tempfile  # here: every index run reads the registry, few write it
+
     data = {"version": FORMAT_VERSION, "repos": [e.to_dict() for e in sorted(entries, key=lambda e: e.name)]}
     fd, tmp = tempfile.mkstemp(prefix=".registry-", suffix=".tmp", dir=path.parent)
     try:
@@ -143,8 +144,13 @@ def _write(path: Path, entries: list[Entry]) -> None:
 
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """Hold the registry's write lock (a sibling file: ``os.replace`` swaps the registry's inode under a reader)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Hold the registry's write lock (a sibling file: ``os.replace`` swaps the registry's inode under a reader).
+    The per-user data dir that holds it is made private (0700); a directory ``LOCALIDX_REGISTRY`` names is only
+    created (0700) when missing. The registry itself is 0600 (``mkstemp``)."""
+    from localidx.private import private_dir
+
+    if not os.environ.get(REGISTRY_ENV) or not path.parent.exists():
+        private_dir(path.parent)
     fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

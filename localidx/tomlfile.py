@@ -6,7 +6,6 @@ Place in the flow: the bottom layer, beside errors.py and text.py; the settings 
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 try:
@@ -29,4 +28,22 @@ def load(path: Path | str) -> dict:
 
 def package_table(package: str, name: str) -> dict:
     """A TOML file shipped inside ``package`` (``localidx``'s ``data/keywords.toml``, ...)."""
-    return loads(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
+    return loads(package_text(package, name))
+
+
+def package_text(package: str, name: str) -> str:
+    """The text of a file shipped inside ``package``: read from the package's directory when it is one (importing
+    ``importlib.resources`` cost a short command more than reading the file), else through ``importlib.resources``
+    (a zipped install)."""
+    import sys
+
+    module = sys.modules.get(package)
+    origin = getattr(module, "__file__", None)
+    if origin:
+        try:
+            return (Path(origin).parent / name).read_text(encoding="utf-8")
+        except OSError:
+            pass
+    from importlib import resources
+
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")

@@ -60,9 +60,19 @@ class FileCounts:
     redactions: int = 0
 
 
-def worker_count(settings: Settings) -> int:
+# Below this many bytes to chunk, the work is done in the calling process: the chunker reads about 1.8 MB per
+# CPU-second (docs/benchmarks.md, Chunker), and starting a pool costs about 0.3-0.5 CPU-seconds (a fork server that
+# imports the chunker, or workers that each import it), so on two cores a pool gains nothing under about 1 MB.
+IN_PROCESS_BYTES = 1_000_000
+
+
+def worker_count(settings: Settings, work_bytes: int | None = None) -> int:
+    """Processes to chunk with: ``settings.workers``, or (0) every core, or 1 (this process) when the files to chunk
+    hold fewer than ``IN_PROCESS_BYTES``."""
     if settings.workers:
         return settings.workers
+    if work_bytes is not None and work_bytes < IN_PROCESS_BYTES:
+        return 1
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

@@ -19,10 +19,16 @@ from localidx import __version__, protocol
 from localidx.daemon import lifecycle
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# No test starts a daemon it did not ask for: the CLI uses a daemon a test started, and starts none by itself (tests
+# of the automatic start set LOCALIDX_DAEMON=auto for their own commands).
+os.environ["LOCALIDX_DAEMON"] = "running"
 
 # Every process the test run starts inherits this marker; at the end, any process still carrying it is a survivor.
 RUN_MARKER_ENV = "LOCALIDX_TEST_RUN"
 os.environ[RUN_MARKER_ENV] = uuid.uuid4().hex
+# The user's own config.toml and trust records are never read: a directory that does not exist (each test gets one of
+# its own below, ``isolated_config``).
+os.environ["LOCALIDX_CONFIG_DIR"] = f"/nonexistent/localidx-test-config-{os.environ[RUN_MARKER_ENV]}"
 
 
 def marked_processes(name: str, value: str) -> dict[int, str]:
@@ -152,6 +158,14 @@ def isolated_registry(tmp_path_factory, monkeypatch) -> Path:
     """Every test (and every process it starts) registers its indexes in a registry of its own, not the user's."""
     path = tmp_path_factory.mktemp("registry") / "registry.json"
     monkeypatch.setenv("LOCALIDX_REGISTRY", str(path))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def isolated_config(tmp_path_factory, monkeypatch) -> Path:
+    """Every test (and every process it starts) has a per-user config dir of its own (config.toml, trust records)."""
+    path = tmp_path_factory.mktemp("config") / "localidx"
+    monkeypatch.setenv("LOCALIDX_CONFIG_DIR", str(path))
     return path
 
 

@@ -101,6 +101,8 @@ def test_index_through_a_daemon_announces_it_and_refuses_a_rebuild(repo):
     root, pids = repo
     report = backend(root, "start").status()
     pids.add(report["daemon"]["pid"])
+    # The daemon's first run (the reconcile on start) must be over, or it would index the new file itself.
+    assert lifecycle.wait_until(lambda: backend(root, "running").status()["daemon"]["writer"]["runs"] >= 1, 60)
     (root / "billing.py").write_text("def charge_invoice(invoice):\n    return invoice.total\n")
 
     events = []
@@ -127,6 +129,21 @@ def test_the_cli_policy_restarts_a_daemon_whose_settings_were_edited(repo):
     pids.add(new["pid"])
     assert new["pid"] != old["pid"] and new["release_after_s"] == 120
     assert not lifecycle.pid_alive(old["pid"])
+
+
+def test_the_auto_policy_restarts_a_daemon_whose_settings_were_edited_after_answering(repo, capfd):
+    """Another daemon's settings: it is stopped, this call is answered here, and a daemon with the new settings is
+    started after it, for the next call."""
+    root, pids = repo
+    old = backend(root, "start").status()["daemon"]
+    pids.add(old["pid"])
+    (root / ".localidx.toml").write_text("daemon_release_s = 120\n")
+    call = backend(root, "auto")
+    assert call.search("verify token", k=1)["matches"][0]["path"] == "auth.py"
+    assert call.via == "in-process" and call.started and not lifecycle.pid_alive(old["pid"])
+    assert "restarting the daemon in the background" in capfd.readouterr().err
+    new = _wait_for_daemon(root, pids)
+    assert new["pid"] != old["pid"] and new["daemon"]["release_after_s"] == 120
 
 
 @pytest.mark.parametrize("daemon", ["of another version", "silent"])
@@ -167,5 +184,81 @@ def test_where_no_daemon_can_run_the_cli_works_in_process_and_the_mcp_policy_say
 
 def test_an_unknown_policy_is_refused(repo):
     root, _pids = repo
-    with pytest.raises(ValueError, match="start, running, fallback"):
+    with pytest.raises(ValueError, match="start, auto, running, never, fallback"):
         backend(root, "sometimes")
+
+
+def test_the_command_policy_follows_the_flag_the_setting_and_ci():
+    from localidx.backend import command_policy
+    from localidx.config import Settings
+
+    auto, running, never = (Settings(daemon=value) for value in ("auto", "running", "never"))
+    assert command_policy(auto, env={}) == "auto"
+    assert command_policy(auto, no_daemon=True, env={}) == "never"
+    assert command_policy(never, env={}) == "never"
+    assert command_policy(running, env={}) == "running"
+    assert command_policy(auto, starts=False, env={}) == "running"  # `index` starts no daemon
+    assert command_policy(auto, env={"CI": "true"}) == "running"
+    assert command_policy(auto, env={"CI": "false"}) == command_policy(auto, env={"CI": ""}) == "auto"
+    assert command_policy(never, env={"CI": "1"}) == "never"
+
+
+def _wait_for_daemon(root: Path, pids: set[int]) -> dict:
+    assert lifecycle.wait_until(lambda: probe(root, True, load_settings(root)).state == "running", 60, 0.2)
+    hello = probe(root, True, load_settings(root)).hello
+    pids.add(hello["pid"])
+    return hello
+
+
+def test_the_auto_policy_answers_in_process_and_leaves_a_daemon_for_the_next_call(repo):
+    """No daemon runs: the first call is worked out here while a daemon starts in the background; the next call
+    goes to that daemon, with the same answer."""
+    root, pids = repo
+    backend(root, "never").index()
+    first = backend(root, "auto")
+    found = first.search("verify token", k=3)
+    assert first.via == "in-process" and first.started and found["matches"][0]["path"] == "auth.py"
+    _wait_for_daemon(root, pids)
+    second = backend(root, "auto")
+    assert second.search("verify token", k=3) == plain(found) and second.via == "daemon" and not second.started
+
+
+def test_the_auto_policy_starts_no_daemon_for_a_work_tree_with_nothing_indexed(repo):
+    """Its first job would be to index everything: a `status` must not set that off."""
+    root, _pids = repo
+    call = backend(root, "auto")
+    assert call.status()["state"] == "EMPTY" and call.via == "in-process" and not call.started
+    assert not lifecycle.daemon_paths(root, True, load_settings(root)).log.exists()
+
+
+def test_the_auto_policy_starts_nothing_while_the_index_is_held(repo):
+    """An indexer (or a daemon on its way up) holds the write lock: a second daemon would only wait for it."""
+    from localidx.lock import WriteLock
+
+    root, _pids = repo
+    backend(root, "never").index()
+    paths = lifecycle.daemon_paths(root, True, load_settings(root))
+    with WriteLock(paths.lock):
+        call = backend(root, "auto")
+        assert call.search("verify token", k=1)["matches"][0]["path"] == "auth.py"
+    assert call.via == "in-process" and not call.started and not paths.log.exists()
+
+
+def test_a_daemon_that_cannot_start_costs_the_auto_policy_nothing(repo, monkeypatch):
+    """The daemon cannot make its socket's directory: this call and the next are answered here, the failure is in
+    the daemon's log, and no other daemon is started for a while (``RETRY_START_S``)."""
+    from localidx import client
+
+    root, _pids = repo
+    backend(root, "never").index()
+    monkeypatch.setenv(lifecycle.SOCK_ENV, "/proc/localidx-test/daemon.sock")  # nobody can make this directory
+    first = backend(root, "auto")
+    assert first.search("verify token", k=1)["matches"][0]["path"] == "auth.py" and first.started
+    for process in client._children:
+        process.wait(60)
+    paths = lifecycle.daemon_paths(root, True, load_settings(root))
+    assert lifecycle.start_failure(paths) is not None
+    assert any("cannot make the socket dir" in line for line in lifecycle.log_tail(paths.log, 20))
+    again = backend(root, "auto")
+    assert again.search("verify token", k=1)["matches"][0]["path"] == "auth.py"
+    assert again.via == "in-process" and not again.started

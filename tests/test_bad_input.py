@@ -91,25 +91,33 @@ def test_reading_a_file_swapped_for_a_fifo_fails_at_once(tmp_path):
 
 @pytest.mark.parametrize("where, text, needles", [
     (".localidx.toml", "max_file_bytes = 1e400\n", ["max_file_bytes must be an integer from 1 to", "inf"]),
-    (".localidx.toml", "workers = 1.5\n", ["workers must be an integer from 0 to 1,024", "1.5"]),
+    (".localidx.toml", "window_lines = 1.5\n", ["window_lines must be an integer from 1 to 100,000", "1.5"]),
+    ("config.toml", "workers = 1.5\n", ["workers must be an integer from 0 to 1,024", "1.5"]),
     (".localidx.toml", 'watch = "yes"\n', ["watch must be true or false", "'yes'"]),
-    (".localidx.toml", "home = 5\n", ["home must be a string", "5"]),
+    (".localidx.toml", "profile = 5\n", ["profile must be a profile name (not empty)", "5"]),
+    ("config.toml", "home = 5\n", ["home must be a string", "5"]),
     (".localidx.toml", "overlap_lines = 50\n", ["overlap_lines must be an integer from 0 to 49"]),
     (".localidx.toml", "parse_timeout_s = nan\n", ["parse_timeout_s must be a number from 0 to"]),
-    (".localidx.toml", '[llm]\nbase_url = "localhost:8080"\n', ["llm_base_url must be an http:// or https:// URL"]),
-    ("pyproject.toml", '[tool.localidx]\nsummarize = "on"\n', ["[tool.localidx]", "summarize must be true or false"]),
+    ("config.toml", '[llm]\nbase_url = "localhost:8080"\n', ["llm_base_url must be an http:// or https:// URL"]),
+    ("pyproject.toml", '[tool.localidx]\nwatch = "on"\n', ["[tool.localidx]", "watch must be true or false"]),
+    ("config.toml", 'summarize = "on"\n', ["summarize must be true or false"]),
 ])
 def test_a_bad_setting_in_a_file_is_one_line_naming_key_source_and_what_is_allowed(make_repo, tmp_path, where,
-                                                                                     text, needles):
+                                                                                     text, needles, isolated_config):
+    """In a repository's file or the user's own config.toml (a repository's untrusted LLM settings are not read
+    at all: tests/test_hostile_repo.py)."""
     root = make_repo({"a.py": "def f():\n    return 1\n"})
-    (root / where).write_text(text)
+    path = isolated_config / where if where == "config.toml" else root / where
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
     env = {"LOCALIDX_HOME": None}  # the file's home, if any, is the one that counts
     for command in (("chunks", "a.py"), ("index", "-q"), ("status",)):
         line = one_line_error(run(root, *command, env=env, timeout=60), 2)
-        assert str(root / where) in line, line
+        assert str(path) in line, line
         for needle in needles:
             assert needle in line, line
-    assert sorted(p.name for p in root.iterdir()) == sorted([".git", "a.py", where]), "nothing written anywhere"
+    expected = [".git", "a.py"] + ([where] if path.parent == root else [])
+    assert sorted(p.name for p in root.iterdir()) == sorted(expected), "nothing written anywhere"
 
 
 def test_every_setting_has_a_rule():
@@ -136,8 +144,10 @@ def test_a_bad_environment_variable_is_one_line_naming_it(make_repo, tmp_path, n
 
 
 def test_a_relative_home_in_the_config_file_is_under_the_root_from_any_directory(make_repo, tmp_path):
+    """(``home`` in a repository's file is taken once the user trusts the file.)"""
     root = make_repo({"src/a.py": "def verify_token():\n    return 1\n", ".localidx.toml": 'home = "idx"\n'})
     env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": None}
+    assert run(root, "trust", env=env).returncode == 0
     assert run(root, "index", "-q", env=env).returncode == 0
     assert (root / "idx" / "lancedb").is_dir() and not (root / "src" / "idx").exists()
     found = run(root / "src", "search", "verify token", env=env)

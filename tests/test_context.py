@@ -633,10 +633,16 @@ def test_context_missing_names_identifiers_nothing_contains(repo):
 
 
 def test_a_custom_template_fills_placeholders_and_removes_unknown_ones(own_repo):
+    """(A template path in a repository's file is read once the user trusts the file.)"""
+    from localidx.config import trust_repository
+
     root, settings = own_repo()
     (root / "prompt.md").write_text("Repo {{repoName}} ({{locale}}): {{rawQuery}}\n{{augmentedPrompt}}\n{{mood}}!")
-    toml = '[profiles.balanced.generation]\ntemplate = "prompt.md"\n'
-    r = configured_pack(root, settings, toml, "verify token", locale="de-DE")
+    with_profile(root, '[profiles.balanced.generation]\ntemplate = "prompt.md"\n')
+    untrusted = configured_pack(root, settings, None, "verify token", locale="de-DE")
+    assert not untrusted["instructions"].startswith("Repo own")
+    trust_repository(root)
+    r = configured_pack(root, settings, None, "verify token", locale="de-DE")
     assert r["instructions"].startswith("Repo own (de-DE): verify token\nQuestion: verify token")
     assert r["instructions"].endswith("\n!")
     assert "instructions template: unknown placeholder {{mood}} removed" in r["warnings"]

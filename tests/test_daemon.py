@@ -281,6 +281,144 @@ def test_localidx_sock_names_the_socket(daemons, run_dir):
     assert not sock.exists()
 
 
+AUTO = {"LOCALIDX_DAEMON": "auto", "CI": ""}  # a user's shell: the setting's default, not under CI
+
+
+def test_a_search_with_no_daemon_answers_and_starts_one_for_the_next(daemons):
+    """The first search answers by itself and leaves a daemon starting in the background, which says so on stderr;
+    the next search is answered by that daemon, with the same matches, and starts nothing."""
+    d = daemons
+    assert d.cli("index", "--quiet").returncode == 0
+    env = {**AUTO, "LOCALIDX_DEBUG": "1"}  # the daemon logs each request it handles
+    first = d.cli("search", "verify", "token", "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    assert "started this work tree's daemon in the background" in first.stderr
+    wait_for(lambda: d.cli("daemon", "status").returncode == 0, 60, "the daemon the search started")
+    assert not handled(d, "search/query")
+    second = d.cli("search", "verify", "token", "--json", env=env)
+    assert second.returncode == 0 and second.stderr == ""
+    assert json.loads(second.stdout) == json.loads(first.stdout)
+    assert handled(d, "search/query") == 1
+    status = d.cli("status", "--json", env=env)
+    assert status.returncode == 0 and status.stderr == "" and handled(d, "index/status") == 1
+
+
+HEAVY = ("lancedb", "pyarrow", "numpy", "pandas", "tree_sitter", "onnxruntime", "tokenizers", "pygit2", "pathspec")
+# Nor what only another command needs: the click CLI (localidx.console answers without it), discovery's filters,
+# starting a process.
+NOT_NEEDED = ("click", "localidx.cli", "localidx.discover.files", "subprocess")
+
+
+def test_a_search_through_the_daemon_imports_nothing_heavy(daemons):
+    """The client of a running daemon is thin: the search is the daemon's, and the command imports none of the
+    libraries that do the work (each costs a short command more than its whole answer), nor click."""
+    d = daemons
+    d.start()
+    d.ready()
+    for args in (["verify", "token"], ["verify", "token", "--json", "-k", "3", "--mode=bm25"]):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "localidx", "search", *args],
+                              cwd=d.root, capture_output=True, text=True, timeout=120, env={**os.environ, **d.env})
+        assert proc.returncode == 0 and "auth.py" in proc.stdout, proc.stderr[-2000:]
+        imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                    if line.startswith("import time")}
+        assert "localidx.client" in imported
+        assert sorted(m for m in imported if m.split(".")[0] in HEAVY) == []
+        assert sorted(m for m in imported if m in NOT_NEEDED or m.split(".")[0] in NOT_NEEDED) == []
+
+
+CLICK_CLI = "import sys; from localidx.cli import main; main(sys.argv[1:])"  # the CLI without the fast path
+
+
+SEARCHES = [
+    ["verify", "token"],
+    ["how", "is", "a", "token", "verified", "--json"],
+    ["verify", "-k", "1", "--mode", "bm25", "token"],
+    ["token", "--files", "--path=*.py"],
+    ["verify", "token", "--color", "always", "--lang", "python"],
+    ["--kind=function", "verify"],
+    ["xyzzyplugh"],  # nothing matches: exit 1
+    ["verify", "--kind", "nonsense"],  # an unknown kind: exit 2, said by the CLI
+    ["verify", "--path", "[", "--json"],  # a glob that matches nothing
+    [" "],  # the daemon's error: an empty query
+    ["verify", "-k", "0"],  # click's error
+    ["verify", "-k3"],
+    ["--help"],
+]
+
+
+def test_a_search_through_the_daemon_prints_what_the_click_cli_prints(daemons):
+    """``localidx search`` answered without click (localidx.entry) is byte for byte what the click command prints,
+    with the same exit status, for plain, JSON, file and coloured output, and for every error."""
+    d = daemons
+    d.start()
+    d.ready()
+    env = {**os.environ, **d.env}
+    for args in SEARCHES:
+        fast = subprocess.run([sys.executable, "-m", "localidx", "search", *args], cwd=d.root, capture_output=True,
+                              timeout=120, env=env)
+        full = subprocess.run([sys.executable, "-c", CLICK_CLI, "search", *args], cwd=d.root, capture_output=True,
+                              timeout=120, env=env)
+        assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr), args
+        assert fast.stdout or fast.stderr, args
+    closed = []  # a reader that went away before the answer (`localidx search ... | head -0`): the same exit
+    for command in ([sys.executable, "-m", "localidx"], [sys.executable, "-c", CLICK_CLI]):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            proc = subprocess.run([*command, "search", "verify", "token"], cwd=d.root, stdout=write,
+                                  stderr=subprocess.PIPE, timeout=120, env=env)
+        finally:
+            os.close(write)
+        closed.append((proc.returncode, proc.stderr))
+    assert closed[0] == closed[1] == (1, b"")
+
+
+def handled(d: Daemons, method: str) -> int:
+    """How many ``method`` requests the daemon's debug log says it handled."""
+    return sum(f" {method} handled in " in line for line in lifecycle.log_tail(d.paths.log, 2000))
+
+
+@pytest.mark.parametrize("how", [("--no-daemon",), ("LOCALIDX_DAEMON=never",), ("CI=true",),
+                                 ("LOCALIDX_DAEMON=running",)])
+def test_no_daemon_is_started_when_told_not_to_or_under_ci(daemons, how):
+    d = daemons
+    assert d.cli("index", "--quiet").returncode == 0
+    env = dict(AUTO, **dict(item.split("=", 1) for item in how if "=" in item))
+    flags = [item for item in how if item.startswith("--")]
+    proc = d.cli("search", "verify", "token", *flags, env=env)
+    assert proc.returncode == 0 and "auth.py" in proc.stdout and proc.stderr == ""
+    time.sleep(1.0)  # a daemon started in the background would have written its log by now
+    assert not d.paths.log.exists() and d.cli("daemon", "status").returncode == 1
+
+
+def test_no_daemon_keeps_the_work_in_this_process_while_a_daemon_runs(daemons):
+    d = daemons
+    d.start(env={"LOCALIDX_DEBUG": "1"})
+    d.ready()
+    proc = d.cli("search", "verify", "token", "--json", "--no-daemon", env=AUTO)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["matches"][0]["path"] == "auth.py"
+    assert not handled(d, "search/query")
+    assert d.cli("search", "verify", "token", env=AUTO).returncode == 0 and handled(d, "search/query") == 1
+
+
+def test_chunks_goes_through_the_running_daemon_and_prints_what_it_prints_by_itself(daemons):
+    d = daemons
+    d.start(env={"LOCALIDX_DEBUG": "1"})
+    (d.root / "sub").mkdir()
+    (d.root / "sub" / "notes.md").write_text("# Notes\n\nHow tokens are checked.\n\n## Expiry\n\nTokens expire.\n")
+    for args in (["auth.py"], ["auth.py", "README.md", "--json"], ["auth.py", "--max-tokens", "40"],
+                 ["sub/notes.md", "auth.py", "--json", "--max-tokens", "64"]):
+        before = handled(d, "chunks/show")
+        through = d.cli("chunks", *args, env=AUTO)
+        assert through.returncode == 0 and through.stderr == "" and through.stdout, through.stderr
+        assert handled(d, "chunks/show") == before + len([a for a in args if "." in a])
+        alone = d.cli("chunks", *args, "--no-daemon", env=AUTO)
+        assert (alone.returncode, alone.stdout, alone.stderr) == (through.returncode, through.stdout, through.stderr)
+    assert "auth.py:1-" in d.cli("chunks", "../" + d.root.name + "/auth.py", env=AUTO).stdout
+    bad = d.cli("chunks", "auth.py", "--max-tokens", "5", env=AUTO)
+    assert bad.returncode == 2 and bad.stderr.startswith("localidx: error: --max-tokens: max_tokens must be")
+
+
 def test_index_goes_through_the_running_daemon(daemons):
     d = daemons
     d.start()
@@ -528,6 +666,9 @@ def test_a_request_for_a_path_outside_the_work_tree_is_a_usage_error(daemons):
         assert response["error"]["code"] == protocol.USAGE_ERROR and "outside" in response["error"]["message"]
         response = raw.ask("search/query", {"query": "x", "kind": "gadget"}, id_=2)
         assert response["error"]["code"] == protocol.USAGE_ERROR and "unknown kind" in response["error"]["message"]
+        for id_, outside in enumerate(["../elsewhere.py", "/etc/hostname", "a/../../elsewhere.py"], 3):
+            response = raw.ask("chunks/show", {"paths": [outside]}, id_=id_)
+            assert response["error"]["code"] == protocol.USAGE_ERROR and "outside" in response["error"]["message"]
 
 
 def test_an_empty_index_answers_index_not_ready(make_repo, daemons):

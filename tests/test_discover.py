@@ -92,6 +92,24 @@ def test_find_root_from_subdirectory_and_outside_git(tmp_path, plain):
         find_root(plain / "missing")
 
 
+def test_work_tree_found_without_pygit2_agrees_with_pygit2(tmp_path, plain):
+    """The plain ``.git`` walk (what a search through a daemon uses) names the root and the shared git dir pygit2
+    names: a main work tree, a linked worktree, a submodule; where the files say something unusual it does not
+    answer, and pygit2 does."""
+    other = make_repo(tmp_path / "other", {"lib.py": "z\n"})
+    repo = make_repo(tmp_path / "r", {"src/pkg/mod.py": "x = 1\n"})
+    git(repo, "worktree", "add", "-q", str(tmp_path / "linked"))
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(other), "vendored")
+    for start in (repo, repo / "src" / "pkg", tmp_path / "linked", repo / "vendored"):
+        opened = gitrepo.open_repo(start)
+        assert gitrepo.find_work_tree(start) == (gitrepo.work_root(opened), gitrepo.common_dir(opened))
+    assert gitrepo.find_work_tree(tmp_path / "linked")[1] == (repo / ".git").resolve()
+    assert gitrepo.find_work_tree(plain) is None
+    git(repo, "config", "core.worktree", str(tmp_path))  # the work tree is not where .git is: left to pygit2
+    assert gitrepo.find_work_tree(repo / "src") is None
+    assert find_root(repo / "src") == (tmp_path.resolve(), True)
+
+
 def test_deleted_tracked_file_not_listed(tmp_path):
     repo = make_repo(tmp_path / "r", {"keep.py": "a\n", "gone.py": "b\n"})
     (repo / "gone.py").unlink()
@@ -301,6 +319,20 @@ def test_symlinks_inside_listed_outside_skipped(tmp_path):
     assert reasons(d) == {"escape.py": "symlink-outside", "realdir": "not-a-file"}
 
 
+def test_a_symlink_into_git_is_skipped_with_its_reason(tmp_path):
+    """A committed link to .git/config (where credentials such as an extraheader live) is never indexed, and the
+    dry run says why."""
+    repo = make_repo(tmp_path / "r", {"mod.py": "m = 1\n"})
+    git(repo, "config", "http.extraheader", "AUTHORIZATION: basic dXNlcjpwYXNzd29yZDEyMw==")
+    os.symlink(".git/config", repo / "leak.txt")
+    os.symlink(".git", repo / "gitdir")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "links")
+    d = discover(repo, DEFAULT)
+    assert listed(d) == ["mod.py"]
+    assert reasons(d) == {"leak.txt": "symlink-into-git", "gitdir": "symlink-into-git"}
+
+
 def test_symlinks_and_fifo_outside_git(tmp_path, plain):
     (tmp_path / "out.py").write_text("o\n")
     write(plain, {"in.py": "i\n"})
@@ -375,7 +407,7 @@ def test_generated_headers(tmp_path):
 def test_skip_reasons_are_the_documented_set():
     assert set(SKIP_REASONS) == {
         "binary", "too-large", "minified", "lock-file", "generated", "secret-file",
-        "symlink-outside", "unreadable", "localidxignore", "not-a-file", "undecodable-name",
+        "symlink-outside", "symlink-into-git", "unreadable", "localidxignore", "not-a-file", "undecodable-name",
     }
 
 

@@ -27,17 +27,17 @@ def test_files_no_grammar_reads_are_text_unless_their_type_has_a_name(make_repo,
         "pkg/py.typed": "partial\n",
         "VERSION": "1.2.3\n",
         "notes.unknownext": "some notes\n",
-        "scripts/run.sh": "#!/bin/sh\necho hi\n",
+        "scripts/run.zsh": "#!/bin/zsh\necho hi\n",
         "Dockerfile": "FROM python:3.12\n",
     })
-    proc = run(root, "chunks", "pkg/py.typed", "VERSION", "scripts/run.sh", "Dockerfile", "--json")
+    proc = run(root, "chunks", "pkg/py.typed", "VERSION", "scripts/run.zsh", "Dockerfile", "--json")
     assert proc.returncode == 0, proc.stderr
     assert {r["path"]: r["language"] for r in json.loads(proc.stdout)} == {
-        "pkg/py.typed": "text", "VERSION": "text", "scripts/run.sh": "sh", "Dockerfile": "dockerfile"}
+        "pkg/py.typed": "text", "VERSION": "text", "scripts/run.zsh": "zsh", "Dockerfile": "dockerfile"}
     env = fake_env(tmp_path)
     assert run(root, "index", "-q", env=env).returncode == 0
     status = json.loads(run(root, "status", "--json", env=env).stdout)
-    assert status["chunks_by_language"] == {"text": 3, "python": 1, "sh": 1, "dockerfile": 1}
+    assert status["chunks_by_language"] == {"text": 3, "python": 1, "zsh": 1, "dockerfile": 1}
 
 
 # -- messages said once ---------------------------------------------------------------------------------------

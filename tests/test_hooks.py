@@ -249,6 +249,20 @@ def test_a_commit_through_the_hook_indexes_the_new_file(indexed, env):
     assert len(passes(indexed)) == 1
 
 
+def test_a_commit_of_what_is_already_indexed_is_a_pass_with_nothing_to_do(indexed, env):
+    """The committed file was indexed before the commit (``localidx index``, or a daemon): the hook's pass finds
+    that from the catalog alone, without opening the index (its log says so)."""
+    write(indexed, "app/users.py", "def list_users():\n    return []\n")
+    assert lx(indexed, env, "index", "-q").returncode == 0
+    git(indexed, env, "add", "-A")
+    git(indexed, env, "commit", "-q", "-m", "users")
+    wait_idle(indexed)
+    log = index_paths(indexed, True, os.environ["LOCALIDX_HOME"]).worktree / "hooks.log"
+    lines = log.read_text().splitlines()
+    assert any("nothing to do" in line for line in lines), lines[-5:]
+    assert passes(indexed)[-1].endswith(" s") and "files_processed=0" in passes(indexed)[-1]
+
+
 def test_checking_out_another_branch_and_back(indexed, env):
     repo = indexed
     git(repo, env, "checkout", "-q", "-b", "feature", env_extra={"LOCALIDX": "0"})

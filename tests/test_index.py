@@ -65,6 +65,57 @@ def test_first_run_indexes_everything_and_second_run_embeds_nothing(repo):
     assert second.files_unchanged == 3
 
 
+_NOTHING_TO_DO = """
+import json, sys
+from pathlib import Path
+from localidx.config import load_settings
+from localidx.indexer import run_index
+root = Path(sys.argv[1])
+settings = load_settings(root, {"embed_model": "fake", "home": sys.argv[2]})
+record = run_index(root, True, settings).to_dict()
+print(json.dumps({"record": record, "lancedb": "lancedb" in sys.modules, "numpy": "numpy" in sys.modules}))
+"""
+
+
+def _run_apart(root: Path) -> dict:
+    """``run_index`` in a process of its own, which says what it imported."""
+    proc = subprocess.run([sys.executable, "-c", _NOTHING_TO_DO, str(root), str(root.parent / f"{root.name}-index")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_run_with_nothing_to_do_reads_the_catalog_and_never_opens_the_table(repo):
+    """With nothing changed since a run that left nothing to do, the run is decided from the catalog and the file
+    system alone (no LanceDB, no model) and its record is the one a full pass makes; any change to the work tree or
+    to the table's files, or a pass that left vectors to embed, makes the next run a full one."""
+    first = index(repo, embed=False)
+    assert first.chunks_pending > 0
+    embedding = _run_apart(repo)
+    assert embedding["lancedb"] and embedding["record"]["chunks_embedded"] == first.chunks_pending
+    quiet = _run_apart(repo)
+    assert not quiet["lancedb"] and not quiet["numpy"]
+    from localidx.indexer import open_for_writing, sync_work_tree
+    from localidx.store.paths import index_paths
+
+    settings = settings_for(repo)
+    opened = open_for_writing(index_paths(repo, True, settings.home), settings)
+    try:
+        full = sync_work_tree(opened, repo, settings)  # the same run, the full way
+    finally:
+        opened.close()
+    same = ("files_seen", "files_processed", "files_unchanged", "files_skipped", "skipped_by_reason",
+            "chunks_written", "chunks_embedded", "chunks_pending", "model", "generation", "rebuilt", "failed_files")
+    assert {k: quiet["record"][k] for k in same} == {k: full.to_dict()[k] for k in same}
+    (repo / "billing" / "tax.py").write_text("def vat(amount, rate=0.25):\n    return round(amount * rate, 2)\n")
+    edited = _run_apart(repo)
+    assert edited["lancedb"] and edited["record"]["files_processed"] == 1
+    assert not _run_apart(repo)["lancedb"]
+    table = next((repo.parent / f"{repo.name}-index" / "lancedb").glob("chunks_*.lance"))
+    next((table / "_versions").iterdir()).touch()  # the table's files changed: look at the table again
+    assert _run_apart(repo)["lancedb"]
+
+
 def test_edit_reindexes_one_file_and_embeds_only_new_text(repo):
     index(repo)
     before = {r["id"] for r in rows(repo)}

@@ -52,3 +52,15 @@ def test_status_shows_chunks_still_waiting_for_vectors_and_since_when(make_repo)
     report = json.loads(_cli(root, "status", "--json").stdout)
     assert report["chunks_pending"] == 0 and report["pending_since"] is None
     assert "pending" not in _cli(root, "status").stdout
+
+
+def test_index_with_json_prints_progress_on_stderr_and_only_the_record_on_stdout(make_repo):
+    root = _repo(make_repo)
+    proc = _cli(root, "index", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["files_processed"] == 150
+    lines = proc.stderr.splitlines()
+    assert any(re.match(r"\d+ files: 150 new or changed to read, 0 deleted", line) for line in lines), lines
+    assert any(re.match(r"\d+ chunks written: searchable now \(BM25\)", line) for line in lines), lines
+    quiet = _cli(root, "index", "--json", "-q")
+    assert quiet.returncode == 0 and quiet.stderr == "" and json.loads(quiet.stdout)["files_unchanged"] == 150

@@ -165,3 +165,119 @@ def test_redact_env_also_catches_secrets_under_innocent_keys_and_multiline_value
     assert out == ('NOTES="' + _marker("aws_access_key") + '"\nSIGNING_PRIVATE_KEY="' + _marker("secret")
                    + '\n\n"\nPORT=8080\n')
     assert [(r.kind, r.line) for r in found] == [("aws_access_key", 1), ("secret", 2)]
+
+
+# -- the shapes people leave in scripts and config, each made here from harmless pieces ----------------------------
+
+B64_64 = "q" * 8 + ALNUM + ALNUM[:40]  # 88 characters of base64-looking filler, as an Azure account key has
+BASIC = "ZGVwbG95OlM" + "zY3JldFBhc3M5"  # base64 of "deploy:S3cretPass9"
+
+MORE_SECRETS = [
+    pytest.param('ALERTS = "https://hooks.slack.com/services/T0' + 'ABCD1234/B0ABCD1234/' + ALNUM[:24] + '"',
+                 ALNUM[:24], "slack_webhook", id="slack-webhook"),
+    pytest.param("conn = AccountName=files;Account" + "Key=" + B64_64 + ";", B64_64, "azure_key", id="azure-key"),
+    pytest.param("db_pass: Xk29dq" + "Lm77v", "Xk29dqLm77v", "password", id="yaml-db-pass"),
+    pytest.param('SMTP_PASS = "Qw8erT' + 'y6Ui"', "Qw8erTy6Ui", "password", id="smtp-pass"),
+    pytest.param("mysql -u root -pZq7Xw" + "9Kd2 app < dump.sql", "Zq7Xw9Kd2", "password", id="mysql-p"),
+    pytest.param("curl -u admin:Pz9Lq" + "2Wx7 https://ci.example.com", "Pz9Lq2Wx7", "password", id="curl-u"),
+    pytest.param("sshpass -p Hx8dK" + "2pq ssh deploy@host", "Hx8dK2pq", "password", id="sshpass"),
+    pytest.param("GET /hook?token=ab12" + "cd34ef&user=x", "ab12cd34ef", "token", id="query-string"),
+    pytest.param("MAIL = {'key': 'S" + "G." + ALNUM[:22] + "." + ALNUM[:40] + "Zz9'}",
+                 "SG." + ALNUM[:22] + "." + ALNUM[:40] + "Zz9", "sendgrid_key", id="sendgrid-dict-value"),
+    pytest.param("AUTHORIZATION: basic " + BASIC, BASIC, "basic_auth", id="basic-header"),
+    pytest.param('curl -H "Authorization: Bearer ' + ALNUM[:32] + '" https://api', ALNUM[:32], "token",
+                 id="bearer-curl"),
+    pytest.param("bot = Bot('123456789:AA" + ALNUM[:33] + "')", "123456789:AA" + ALNUM[:33], "telegram_token",
+                 id="telegram"),
+    pytest.param("login('h" + "f_" + ALNUM[:34] + "')", "hf_" + ALNUM[:34], "huggingface_token", id="huggingface"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret", "kind"), MORE_SECRETS)
+def test_script_and_config_shapes_are_redacted(text: str, secret: str, kind: str):
+    out, found = redact(text)
+    assert secret not in out, out
+    assert _marker(kind) in out
+    assert [r.kind for r in found] == [kind]
+
+
+def test_putty_private_lines_and_mac_go_the_public_ones_stay():
+    public = ALNUM[:30]
+    private = [ALNUM[i:i + 30] for i in (2, 5)]
+    mac = "0a1b2c3d4e5f6a7b8c9d"
+    text = (f"PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nComment: deploy\nPublic-Lines: 1\n{public}\n"
+            f"Private-Lines: 2\n{private[0]}\n{private[1]}\nPrivate-MAC: {mac}\n")
+    out, found = redact(text)
+    assert public in out and not any(p in out for p in private) and mac not in out
+    assert [r.kind for r in found] == ["private_key"] and out.count("\n") == text.count("\n")
+
+
+MORE_NOT_SECRETS = [
+    'bypass = "abcdefgh123"',
+    "index pass: reason=post-commit paths=1",
+    "compass: Xk29dqLm77v",
+    "mysql -u root -p app",  # -p alone: mysql prompts for it
+    'curl -u "$USER:$PASS" https://example.com',
+    "Basic usage of the API is described below.",
+    "Authorization: Bearer <token>",
+    "msg.format(name)",
+    "ports: 5432:5432",
+    "var credential: URLCredential?",
+    " *     password: string|null,",
+    "'/token=myToken&user=myUser&message=test1'",
+    "GLOBAL_TOKEN_IDENTIFIER = '!real_csrf_token'",
+    '"next-auth": "npm:next-auth@^4.24.11",',
+    '"Authorization": "Basic VXNlcm5hbWU6UGFzc3dvcmQ=",',  # base64 of Username:Password
+    '<a class="token" href="#/s:9Alamofire7AdapterP">init</a>',
+    '%{"foo" => "bar", "password" => "[FILTERED]"}',
+    'csrf_token_query = "&_csrf_token=" <> encode(body)',
+    'TestCredential(accessToken: "a\\(UUID().uuidString)",',
+    "apiKey: process.env.NEXT_PUBLIC_SEARCH_API_KEY!, // required",
+]
+
+
+@pytest.mark.parametrize("text", MORE_NOT_SECRETS)
+def test_look_alikes_of_the_new_shapes_are_left_alone(text: str):
+    out, found = redact(text)
+    assert out is text and found == []
+
+
+def test_the_choke_point_redacts_every_field_of_a_chunk_and_its_file():
+    """Signature, doc and decorators come from the parser (the file's bytes), not from the redacted text."""
+    from localidx.records import Chunk, Endpoint, FileContext
+    from localidx.redact import scrub_chunks
+
+    key = "sk_live_" + ALNUM[:24]
+    chunk = Chunk(path="a.py", language="python", kind="function", start_line=1, end_line=3, text="ok",
+                  signature=f'def connect(password="{ALNUM[:12]}9"):', doc=f"Use {GITHUB} for the bot.",
+                  decorators=[f'@retry(api_key="{key}")'], calls=["connect"], tags={"http_path": f"/h/{AWS_KEY}"})
+    ctx = FileContext(path="a.py", language="python", imports=[f"import x  # {JWT}"], module_doc=f"Key {AWS_KEY}.",
+                      endpoints=[Endpoint("GET", f"/x/{AWS_KEY}")])
+    scrub_chunks([chunk], ctx)
+    everything = repr((chunk.signature, chunk.doc, chunk.decorators, chunk.tags, ctx.imports, ctx.module_doc,
+                       ctx.endpoints))
+    for secret in (ALNUM[:12] + "9", GITHUB, key, AWS_KEY, JWT):
+        assert secret not in everything
+    assert chunk.calls == ["connect"] and "def connect(password=" in chunk.signature
+
+
+def test_log_records_are_redacted_before_a_handler_writes_them(tmp_path):
+    import logging
+
+    from localidx.redact import LogFilter
+
+    handler = logging.FileHandler(tmp_path / "x.log")
+    handler.addFilter(LogFilter())
+    logger = logging.getLogger("localidx.test_redact")
+    logger.addHandler(handler)
+    try:
+        logger.warning("the LLM answered %s", f"HTTP 401: bad key {GITHUB}")
+        try:
+            raise ValueError(f"token {GITHUB}")
+        except ValueError:
+            logger.exception("failed")
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    text = (tmp_path / "x.log").read_text()
+    assert GITHUB not in text and text.count("«redacted:github_token»") == 2  # the message and the exception

@@ -435,3 +435,29 @@ def test_a_report_is_answered_without_static_vectors_and_with_the_transformers()
     assert report_vector_weight([source(STATIC_MODEL)]) == 0.0
     assert report_vector_weight([source(TRANSFORMER_MODEL)]) == REPORT_VECTOR_WEIGHT
     assert report_vector_weight([source(STATIC_MODEL), source(TRANSFORMER_MODEL)]) == REPORT_VECTOR_WEIGHT
+
+
+def test_a_name_is_looked_up_alike_with_and_without_a_filter(make_repo, tmp_path):
+    """Without a filter a name query finds its definitions through the table version's symbol map, with one through
+    the table's own filter: both find the same definitions, in the same order (merged siblings, a method of a class,
+    names in other spellings, a name that only occurs inside another)."""
+    files = {
+        "pkg/small.py": "def alpha_one():\n    return 1\n\n\ndef alpha_two():\n    return 2\n",
+        "pkg/shapes.py": "class Shape:\n    def area(self):\n        return 0\n\n\nclass Square(Shape):\n"
+                         "    def area(self):\n        return 4\n",
+        "pkg/other.py": "def AlphaOne():\n    return 'camel'\n\n\ndef shape_area_total(shapes):\n"
+                        "    return sum(s.area() for s in shapes)\n",
+    }
+    root = make_repo(files)
+    settings = _settings(root, tmp_path / "home")
+    run_index(root, True, settings)
+    index = open_index(root, True, settings, read_only=True)
+    try:
+        for query in ("alpha_one", "AlphaOne", "area", "Square.area", "class Shape", "alpha_two", "total"):
+            unfiltered = search(index, query, k=10)
+            filtered = search(index, query, k=10, language="python")  # every file is python: the same rows
+            assert [(m.path, m.start_line, m.definition) for m in unfiltered] == \
+                [(m.path, m.start_line, m.definition) for m in filtered], query
+        assert any(m.definition for m in search(index, "area", k=10))
+    finally:
+        index.close()

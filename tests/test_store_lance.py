@@ -8,6 +8,10 @@ a separate table instead of mixing vectors; a read-only open of a missing index 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -115,3 +119,29 @@ def test_a_read_only_store_of_a_missing_index_reads_empty_and_writes_nothing(tmp
 def test_path_globs_become_escaped_like_patterns():
     assert glob_to_like("src/**/*.py") == "src/%/%.py"
     assert glob_to_like("a_b%?.py") == "a\\_b\\%_.py"  # _ and % are literal in a glob
+
+
+def test_lancedb_is_imported_without_the_namespace_api_and_it_still_loads_when_asked(tmp_path):
+    """A local table is written, indexed and searched (BM25 and vectors) without LanceDB's REST namespace API, which
+    was most of what ``import lancedb`` cost; code that later reads the namespace client's names gets them all."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_store_lance import DIM, row
+from localidx.store.lance import ChunkStore
+store = ChunkStore(__import__("pathlib").Path({str(tmp_path / "db")!r}), "worktree-a", "fake-model", DIM)
+store.replace_files(["a.py", "b.py"], [row("a.py", "verify_token", [1.0, 0, 0, 0]), row("b.py", "charge", [0, 1.0, 0, 0])])
+store.ensure_indexes()
+table = store.snapshot()
+assert table.search("verify_token", query_type="fts").limit(1).to_list()[0]["path"] == "a.py"
+assert table.search([1.0, 0, 0, 0]).limit(1).to_list()[0]["path"] == "a.py"
+assert "lancedb" in sys.modules and "lance_namespace_urllib3_client.api" not in sys.modules
+from lance_namespace_urllib3_client import ApiClient, Configuration, TableApi
+import lance_namespace_urllib3_client as client
+assert client.TableApi is TableApi and "lance_namespace_urllib3_client.api.table_api" in sys.modules
+assert type(client).__name__ == "module" and client.__version__
+import lancedb.namespace
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

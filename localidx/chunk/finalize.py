@@ -16,6 +16,7 @@ import hashlib
 
 from localidx import enrich, tokens
 from localidx.records import Chunk, FileContext
+from localidx.redact import scrub_chunks, scrub_header
 
 
 def _sha(text: str) -> str:
@@ -23,7 +24,9 @@ def _sha(text: str) -> str:
 
 
 def finalize(chunks: list[Chunk], ctx: FileContext) -> list[Chunk]:
-    """Fill ``id``, hashes, ``token_count``, ``parent_id``, ``tags`` and ``header`` of a file's drafts."""
+    """Fill ``id``, hashes, ``token_count``, ``parent_id``, ``tags`` and ``header`` of a file's drafts, after every
+    text field has passed the redaction choke point (``redact.scrub_chunks``)."""
+    scrub_chunks(chunks, ctx)
     counts = tokens.count_many([c.text for c in chunks])
     for chunk, count in zip(chunks, counts):
         chunk.content_hash = _sha(chunk.text)
@@ -38,7 +41,8 @@ def finalize(chunks: list[Chunk], ctx: FileContext) -> list[Chunk]:
     for chunk in chunks:
         if ctx.invalid_utf8:
             chunk.tags["invalid_utf8"] = True
-        chunk.tags, chunk.header = enrich.tags_and_header(chunk, ctx, chunk.token_count)
+        chunk.tags, header = enrich.tags_and_header(chunk, ctx, chunk.token_count)
+        chunk.header = scrub_header(header)
     return chunks
 
 

@@ -9,8 +9,11 @@ Cheap to import (no lancedb, no tree-sitter): the CLI and the git hooks use it o
 - **Socket**: ``$LOCALIDX_SOCK`` if set, else ``$XDG_RUNTIME_DIR/localidx/<worktree key>.sock``, else
   ``/tmp/localidx-<uid>/<worktree key>.sock``. The directory must be ours and private: localidx creates its own
   runtime dir with mode 0700 and refuses one owned by someone else or writable by group or others (whoever can
-  write there could put a socket of their own in our place). ``sun_path`` holds 104 bytes on macOS and the BSDs
-  (108 on Linux), so a long name is replaced by a hash of it.
+  write there could put a socket of their own in our place). Anyone can make ``/tmp/localidx-<uid>`` before us: when
+  that one is not ours, the runtime dir is ``run`` in the per-user cache dir instead (under the home directory, where
+  no one else can make it), so another user cannot turn the daemon off. ``sun_path`` holds 104 bytes on macOS and
+  the BSDs (108 on Linux), so a long name is replaced by a hash of it. Every client checks the directory before it
+  connects (``daemon stop`` too), and ``stop`` believes only the pid the kernel reports for the socket's peer.
 - **Stale state**: a crash leaves the status file and the socket behind. They are stale when nothing listens on the
   socket and the work tree's write lock is free (a live daemon holds it from before it listens until it exits);
   ``clean_stale`` removes them. A daemon that holds the lock but does not answer is busy or hung, not dead, and is
@@ -28,23 +31,28 @@ import logging
 import os
 import socket
 import stat
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from localidx import __version__
 from localidx.config import Settings
 from localidx.errors import ConfigError
 
+if TYPE_CHECKING:
+    import subprocess
+
 log = logging.getLogger(__name__)
 
 STATUS_NAME = "daemon.json"
+FAILED_NAME = "daemon.failed"  # when the last start failed (the log says why); removed once a daemon listens
 LOG_NAME = "daemon.log"
 SOCK_ENV = "LOCALIDX_SOCK"
 FAKE_VERSION_ENV = "LOCALIDX_FAKE_VERSION"
 MAX_SOCKET_PATH = 103  # bytes; the smallest sun_path (104, macOS and BSD) less its terminating NUL
+TMP = Path("/tmp")
 
 
 def package_version() -> str:
@@ -86,12 +94,48 @@ def daemon_paths(root: Path, in_git: bool, settings: Settings) -> DaemonPaths:
 
 
 def runtime_dir() -> Path:
-    """localidx's own runtime dir: under ``$XDG_RUNTIME_DIR``, else a per-user dir in /tmp."""
+    """localidx's own runtime dir: under ``$XDG_RUNTIME_DIR``, else a per-user dir in /tmp, else (that one made by
+    someone else) ``run`` in the per-user cache dir."""
     xdg = os.environ.get("XDG_RUNTIME_DIR", "")
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "localidx"
     # Not tempfile.gettempdir(): $TMPDIR can be long enough (macOS) to break the socket path limit.
-    return Path("/tmp") / f"localidx-{os.getuid()}"
+    tmp = TMP / f"localidx-{os.getuid()}"
+    if _private_or_absent(tmp):
+        return tmp
+    return fallback_runtime_dir()
+
+
+def fallback_runtime_dir() -> Path:
+    """The runtime dir when ``/tmp/localidx-<uid>`` is taken by someone else: under the user's cache dir."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("localidx")) / "run"
+
+
+def _private_or_absent(directory: Path) -> bool:
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def peer_pid(sock: socket.socket) -> int | None:
+    """The pid of the process at the other end of a connected Unix socket, as the kernel reports it (None where
+    it cannot say); a pid the peer states itself proves nothing."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    import struct
+
+    try:
+        pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    except OSError:
+        return None
+    return pid if uid == os.getuid() else None
 
 
 def socket_path(worktree_key: str) -> Path:
@@ -120,7 +164,11 @@ def check_socket_dir(sock: Path, create: bool) -> None:
     own = directory == runtime_dir() and not os.environ.get(SOCK_ENV)
     if create:
         try:
-            if own:
+            if directory == fallback_runtime_dir() and own:
+                from localidx.private import private_dir
+
+                private_dir(directory)  # under the user's cache dir, which may not exist yet
+            elif own:
                 os.mkdir(directory, 0o700)  # not parents: $XDG_RUNTIME_DIR is the login's, made by the system
             else:
                 directory.mkdir(mode=0o700, parents=True)
@@ -168,6 +216,18 @@ def write_status(path: Path, info: dict) -> None:
         json.dump(info, fh, indent=2)
         fh.write("\n")
     os.replace(tmp, path)
+
+
+def record_start_failure(paths: DaemonPaths) -> None:
+    """Note that a daemon failed to start now (a command that would start one in the background waits a while)."""
+    write_status(paths.worktree / FAILED_NAME, {"pid": os.getpid(), "socket": str(paths.socket), "at": time.time()})
+
+
+def start_failure(paths: DaemonPaths) -> float | None:
+    """When (epoch seconds) a daemon last failed to start, unless one has listened since; None when none failed."""
+    found = read_status(paths.worktree / FAILED_NAME)
+    at = found.get("at") if found else None
+    return float(at) if isinstance(at, (int, float)) else None
 
 
 def unlink_quietly(path: Path) -> bool:
@@ -254,10 +314,17 @@ def clean_stale(paths: DaemonPaths) -> dict | None:
 
 def spawn(paths: DaemonPaths) -> subprocess.Popen:
     """Start ``localidx daemon run`` detached (its own session, stdio to the log) in the work tree; returns at once."""
-    paths.worktree.mkdir(parents=True, exist_ok=True)
+    import subprocess  # here: a client that finds its daemon running starts none
+
+    from localidx.private import private_dir
+
+    private_dir(paths.worktree)
     # Two malloc arenas instead of glibc's 8 per core: the same speed, a few hundred MB less (daemon/memory.py).
     env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
-    with open(paths.log, "ab") as log_file:
+    if paths.log.is_symlink():
+        paths.log.unlink()  # our own directory: a link planted there must not carry the log elsewhere
+    fd = os.open(paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "ab") as log_file:
         # stderr to the log too: a crash before logging is set up (an import error) still leaves its traceback there.
         return subprocess.Popen(
             [sys.executable, "-m", "localidx", "daemon", "run", "--detached"],

@@ -8,7 +8,7 @@ schema; it raises ``ProtocolError`` or a ``LocalidxError`` to answer with an err
 
 from __future__ import annotations
 
-from localidx.daemon.handlers import context, hello, reindex, search, status, stop, subscribe
+from localidx.daemon.handlers import chunks, context, hello, reindex, search, status, stop, subscribe
 
 ROUTES = {
     "daemon/hello": hello.handle,
@@ -18,4 +18,5 @@ ROUTES = {
     "index/reindex": reindex.handle,
     "search/query": search.handle,
     "context/build": context.handle,
+    "chunks/show": chunks.handle,
 }

@@ -78,7 +78,10 @@ TRIM_AFTER_S = 2.0  # quiet time after a request before the heap's free pages ar
 READ_CHUNK = 256 * 1024
 SEND_CHUNK = 1024 * 1024
 MAX_QUEUED = 64  # frames of one connection waiting to be handled before the loop stops reading it
-MAX_PENDING_OUT = 8 * 1024 * 1024  # bytes of answers a connection has not read before the loop stops reading it
+# Bytes of answers a connection has not read before the loop stops reading it and handing its frames to workers:
+# what one connection holds is bounded by this plus one answer, however much it sends without reading.
+MAX_PENDING_OUT = 1024 * 1024
+STALLED_S = 30.0  # a connection over MAX_PENDING_OUT that has read nothing for this long is closed
 FD_RESERVE = 256  # file descriptors kept for LanceDB, SQLite, the watcher and the log, below the connection cap
 # Methods that do not use the model or the index: they do not restart the release clock (they still count as
 # activity for the idle exit, except daemon/subscribe, which a window that is only open sends).
@@ -100,6 +103,7 @@ class Session:
         self.out: deque = deque()  # encoded frames not yet sent
         self.out_offset = 0
         self.out_bytes = 0
+        self.stalled_since: float | None = None  # over MAX_PENDING_OUT and nothing read by the client since then
         self.eof = False  # the client half-closed: answer what it sent, then close
         self.closed = False
         self.mask = 0
@@ -385,6 +389,7 @@ class Daemon:
         while not self._stop.is_set():
             self._turn(self._timeout())
             self._check_idle()
+            self._drop_stalled()
 
     def _timeout(self) -> float:
         if self._status_dirty and self._subscribers():
@@ -412,6 +417,9 @@ class Daemon:
                     self._read(session)
                 if mask & selectors.EVENT_WRITE and not session.closed:
                     self._flush(session)
+                    if not session.closed:
+                        self._pump(session)  # frames held back while its answers were unread
+                        self._update_mask(session)
         self._apply_completions()
         self._maybe_publish()
 
@@ -526,8 +534,9 @@ class Daemon:
                 session.queue.append(_Ready(_oversize()))
 
     def _pump(self, session: Session) -> None:
-        """Hand the session's next frame to a worker, unless one of its requests is already there."""
-        while not session.busy and session.queue and not session.closed:
+        """Hand the session's next frame to a worker, unless one of its requests is already there or its unread
+        answers are over ``MAX_PENDING_OUT`` (a client that does not read gets no more answers made for it)."""
+        while not session.busy and session.queue and not session.closed and session.out_bytes < MAX_PENDING_OUT:
             item = session.queue.popleft()
             if isinstance(item, _Ready):
                 self._queue_out(session, protocol.encode(item.response))
@@ -616,6 +625,8 @@ class Daemon:
                     break
                 session.out_offset += sent
                 session.out_bytes -= sent
+                if sent:
+                    session.stalled_since = None
                 if session.out_offset >= len(first):
                     session.out.popleft()
                     session.out_offset = 0
@@ -623,8 +634,21 @@ class Daemon:
             log.debug("client %d went away before its answer: %s", session.number, failed)
             self._close(session)
             return
+        if session.out_bytes >= MAX_PENDING_OUT and session.stalled_since is None:
+            session.stalled_since = time.monotonic()
+        elif session.out_bytes < MAX_PENDING_OUT:
+            session.stalled_since = None
         self._update_mask(session)
         self._maybe_close(session)
+
+    def _drop_stalled(self) -> None:
+        """Close the connections whose clients have read nothing of their unread answers for ``STALLED_S``."""
+        now = time.monotonic()
+        for session in list(self._sessions.values()):
+            if session.stalled_since is not None and now - session.stalled_since >= STALLED_S and not session.closed:
+                log.warning("closing connection %d: %d bytes of answers unread for %.0f s", session.number,
+                            session.out_bytes, now - session.stalled_since)
+                self._close(session)
 
     def _maybe_close(self, session: Session) -> None:
         if session.eof and not session.busy and not session.queue and not session.out and not session.closed:
@@ -909,8 +933,11 @@ def _setup_logging(path: Path, to_stderr: bool) -> list[logging.Handler]:
                                                            encoding="utf-8")]
     if to_stderr:
         handlers.append(logging.StreamHandler(sys.stderr))
+    from localidx.redact import LogFilter
+
     for handler in handlers:
         handler.setFormatter(fmt)
+        handler.addFilter(LogFilter())  # no secret an error message carried reaches the log
         logger.addHandler(handler)
     return handlers
 
@@ -947,26 +974,38 @@ def run_daemon(root: Path, in_git: bool, settings: Settings, log_to_stderr: bool
     """Serve the work tree at ``root`` until stopped (``localidx daemon run``); see the module docstring.
 
     Raises LocalidxError when another daemon already serves it, the socket dir is unsafe, or the lock is held."""
-    from localidx.lock import WriteLock
+    from localidx.lock import IndexBusy, WriteLock
     from localidx.store.paths import index_paths
 
     if "MALLOC_ARENA_MAX" not in os.environ:
         memory.limit_arenas()  # a daemon started by hand; lifecycle.spawn sets the variable for its own
     paths = lifecycle.daemon_paths(root, in_git, settings)
     ipaths = index_paths(root, in_git, settings.home)
-    lifecycle.check_socket_dir(paths.socket, create=True)
+    try:
+        lifecycle.check_socket_dir(paths.socket, create=True)
+    except LocalidxError:
+        lifecycle.record_start_failure(paths)  # commands start none in the background for a while
+        raise
     status = lifecycle.read_status(paths.status)
     if status is not None and lifecycle.socket_listening(Path(status["socket"])):
         raise LocalidxError(f"a daemon already serves {root} (pid {status['pid']}, socket {status['socket']})")
     handlers = _setup_logging(paths.log, log_to_stderr)
+    listened: list[bool] = []
     try:
         with WriteLock(paths.lock, wait_s=LOCK_WAIT_S):
-            _serve(root, in_git, settings, paths, ipaths)
+            _serve(root, in_git, settings, paths, ipaths, on_listening=lambda: listened.append(True))
+    except IndexBusy as exc:  # another process holds the index: not this daemon's failure
+        log.error("cannot serve %s: %s", root, exc)
+        raise
     except LocalidxError as exc:
         log.error("cannot serve %s: %s", root, exc)  # one line: the client that started it shows the last one
+        if not listened:
+            lifecycle.record_start_failure(paths)  # commands start none in the background for a while
         raise
     except Exception:
         log.exception("the daemon failed")
+        if not listened:
+            lifecycle.record_start_failure(paths)
         raise
     finally:
         for handler in handlers:
@@ -974,7 +1013,8 @@ def run_daemon(root: Path, in_git: bool, settings: Settings, log_to_stderr: bool
             handler.close()
 
 
-def _serve(root: Path, in_git: bool, settings: Settings, paths: lifecycle.DaemonPaths, ipaths) -> None:
+def _serve(root: Path, in_git: bool, settings: Settings, paths: lifecycle.DaemonPaths, ipaths,
+           on_listening=lambda: None) -> None:
     from localidx.daemon.model import SharedModel
     from localidx.daemon.writer import Writer
     from localidx.embed import get_embedder
@@ -1001,6 +1041,8 @@ def _serve(root: Path, in_git: bool, settings: Settings, paths: lifecycle.Daemon
     watcher = None
     try:
         daemon.listen()
+        lifecycle.unlink_quietly(paths.worktree / lifecycle.FAILED_NAME)
+        on_listening()
         watcher = _start_watcher(daemon, writer)
         daemon.serve()
     finally:

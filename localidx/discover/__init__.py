@@ -1,27 +1,32 @@
-"""Finding the files of a repository worth indexing; see ``localidx.discover.files``."""
+"""Finding the files of a repository worth indexing; see ``localidx.discover.files``.
 
-from localidx.discover.files import (
-    SKIP_REASONS,
-    Discovery,
-    Skipped,
-    SourceFile,
-    SourceText,
-    check_content,
-    decode_source,
-    discover,
-    find_root,
-    read_source,
-)
+Names are imported when first used (``__getattr__``): ``find_root`` lives in the light ``localidx.discover.root``,
+and a command that only needs it (a search through a running daemon) does not load discovery's filters.
+"""
 
-__all__ = [
-    "SKIP_REASONS",
-    "Discovery",
-    "Skipped",
-    "SourceFile",
-    "SourceText",
-    "check_content",
-    "decode_source",
-    "discover",
-    "find_root",
-    "read_source",
-]
+from __future__ import annotations
+
+from importlib import import_module
+
+_WHERE = {
+    "find_root": "localidx.discover.root",
+    "SKIP_REASONS": "localidx.discover.files",
+    "Discovery": "localidx.discover.files",
+    "Skipped": "localidx.discover.files",
+    "SourceFile": "localidx.discover.files",
+    "SourceText": "localidx.discover.files",
+    "check_content": "localidx.discover.files",
+    "decode_source": "localidx.discover.files",
+    "discover": "localidx.discover.files",
+    "read_source": "localidx.discover.files",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value

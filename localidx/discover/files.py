@@ -3,8 +3,9 @@
 ``discover`` lists candidates cheaply: inside git it takes the files git lists (tracked plus untracked-not-ignored,
 see ``localidx.gitrepo``); outside git it walks the directory honouring ``.gitignore`` files. Either way the root's
 ``.localidxignore`` (gitignore syntax) removes more. It then skips what can be judged from the path and a ``stat``:
-lock files, secret-bearing files, oversized files, symlinks leading out of the root, non-files, unreadable files and
-files ``.gitattributes`` marks ``linguist-generated``. Skips that need the content (binary, minified, generated
+lock files, secret-bearing files, oversized files, symlinks leading out of the root or into a ``.git`` directory (a
+repository's own config and credentials: a committed ``leak -> .git/config`` must not be indexed), non-files,
+unreadable files and files ``.gitattributes`` marks ``linguist-generated``. Skips that need the content (binary, minified, generated
 headers) are ``check_content``'s job, called by the chunker on bytes it has already read, so no file is read twice.
 """
 
@@ -21,7 +22,8 @@ from pathlib import Path
 
 from localidx import gitrepo
 from localidx.config import Settings
-from localidx.errors import LocalidxError, UsageError
+from localidx.discover.root import file_kind
+from localidx.errors import UsageError
 from localidx.text import printable
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,7 @@ SKIP_REASONS = (
     "generated",
     "secret-file",
     "symlink-outside",
+    "symlink-into-git",
     "unreadable",
     "localidxignore",
     "not-a-file",
@@ -78,7 +81,7 @@ LOCK_FILE_SUFFIXES = (".lock", ".lockfile")
 SECRET_FILE_NAMES = frozenset(
     {".env", "credentials", "credentials.json", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".htpasswd"}
 )
-SECRET_FILE_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".jks")
+SECRET_FILE_SUFFIXES = (".pem", ".key", ".ppk", ".p12", ".pfx", ".keystore", ".jks")
 SECRET_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")  # ssh private keys; the .pub halves are public
 ENV_FILE_PREFIX = ".env."
 # Templates that document which variables exist, with placeholder values: worth indexing.
@@ -124,45 +127,6 @@ class Discovery:
     in_git: bool
     files: list[SourceFile]
     skipped: list[Skipped]
-
-
-def find_root(start: Path) -> tuple[Path, bool]:
-    """(work-tree root, True) when ``start`` is inside a git work tree, else (the nearest indexed directory at or
-    above ``start``, or ``start`` resolved, False).
-
-    A file's directory stands in for the file outside git. Raises UsageError when ``start`` does not exist or is
-    inside a bare repository.
-    """
-    start = Path(start)
-    if not start.exists():
-        raise UsageError(f"no such file or directory: {start}")
-    repo = gitrepo.open_repo(start)
-    if repo is not None:
-        return gitrepo.work_root(repo), True
-    bare = gitrepo.bare_repository(start)
-    if bare is not None:
-        # Its files are git's own (objects, packs, hook samples), not a project's: nothing to index.
-        raise UsageError(f"{bare} is a bare git repository, which has no work tree to index: run localidx in a "
-                         "clone or a worktree of it")
-    resolved = start.resolve()
-    directory = resolved if resolved.is_dir() else resolved.parent
-    return _indexed_ancestor(directory) or directory, False
-
-
-def _indexed_ancestor(directory: Path) -> Path | None:
-    """The nearest of ``directory`` and its parents that is the root of a registered index, or None. Outside git
-    this is what a work-tree root is inside it: a command run in a subdirectory of an indexed directory reads that
-    directory's index."""
-    from localidx import registry
-
-    try:
-        roots = {Path(entry.root) for entry in registry.entries(prune=False)}
-    except (LocalidxError, OSError):
-        return None  # an unreadable registry: the directory itself, as before there was one
-    for candidate in (directory, *directory.parents):
-        if candidate in roots:
-            return candidate
-    return None
 
 
 def discover(root: Path, settings: Settings, only: list[str] | None = None) -> Discovery:
@@ -228,21 +192,6 @@ def check_content(path: str, data: bytes, settings: Settings) -> str | None:
     if any(_GENERATED_RE.search(line.decode("utf-8", errors="replace")) for line in head):
         return "generated"
     return None
-
-
-def file_kind(mode: int) -> str:
-    """What a ``stat`` mode names, in words: "a file", "a directory", "a FIFO", "a socket", "a device"."""
-    if stat.S_ISREG(mode):
-        return "a file"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a file"
 
 
 @dataclass(frozen=True)
@@ -349,6 +298,8 @@ def _classify(root: Path, path: str, settings: Settings) -> SourceFile | Skipped
             return Skipped(path, "unreadable")
         if not target.is_relative_to(root):
             return Skipped(path, "symlink-outside")
+        if ".git" in target.relative_to(root).parts:
+            return Skipped(path, "symlink-into-git")
         try:
             st = os.stat(abs_str)
         except FileNotFoundError:  # dangling link

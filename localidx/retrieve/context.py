@@ -33,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from localidx.retrieve import guard as _guard
+from localidx.retrieve.profiles import template_text
 from localidx.retrieve import transforms
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,6 @@ NOT_READY_WARNINGS = (NOT_READY_ONE, NOT_READY_ALL)
 # may lift one above them. Without that floor the keyword sub-query's BM25-only scores outranked the fused ones and
 # cost 2 of 80 eval queries at Recall@1.
 SUB_QUERY_SCORE = 0.85
-TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _INTERNAL = ("_tokens",)
 
@@ -347,7 +347,7 @@ def _response(matches, params, profile, raw_query, question, analysis, sub_queri
         for key in _INTERNAL:
             match.pop(key, None)
     prompt = augmented_prompt(question, matches, repo_name, files)
-    instructions = render_template(_template_text(params.profile.template, root, warnings),
+    instructions = render_template(template_text(params.profile.template, root, warnings),
                                    {"rawQuery": raw_query, "repoName": repo_name, "locale": params.locale,
                                     "augmentedPrompt": prompt}, warnings)
     missing = missing_terms(analysis, matches)
@@ -422,20 +422,6 @@ def file_list(files, matches) -> str:
     if not lines:
         return ""
     return "\n".join(["Other files that match, best first (not excerpted):", *lines])
-
-
-def _template_text(name: str, root: Path | None, warnings: list[str]) -> str:
-    candidates = []
-    if root is not None and ("/" in name or name.endswith((".md", ".txt"))):
-        candidates.append(root / name)
-    candidates.append(TEMPLATES / f"{name}.md")
-    for path in candidates:
-        try:
-            return path.read_text(encoding="utf-8")
-        except OSError:
-            continue
-    warnings.append(f"instructions template {name!r} not found; using the default")
-    return (TEMPLATES / "default.md").read_text(encoding="utf-8")
 
 
 def render_template(text: str, values: dict, warnings: list[str]) -> str:

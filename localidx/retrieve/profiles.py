@@ -2,10 +2,16 @@
 
 Place in the flow: retrieve (the first stage of the context pipeline, ``localidx.retrieve.context``). Read-only.
 
-The package's defaults live in ``localidx/data/profiles.toml``; a repository adds or overrides profiles with
-``[profiles.<name>]`` tables in ``.localidx.toml`` or ``[tool.localidx.profiles.<name>]`` in ``pyproject.toml``
-(those win, in that order). Tables merge field by field; a profile the package does not define starts from
-``balanced``. Values are not checked here: ``localidx.retrieve.guard`` sanitises and clamps every one of them.
+The package's defaults live in ``localidx/data/profiles.toml``; the user's ``config.toml`` and a repository add or
+override profiles with ``[profiles.<name>]`` tables in ``.localidx.toml`` or ``[tool.localidx.profiles.<name>]`` in
+``pyproject.toml`` (the later win: the user's file, then pyproject, then ``.localidx.toml``). Tables merge field by
+field; a profile the package does not define starts from ``balanced``. Values are not checked here:
+``localidx.retrieve.guard`` sanitises and clamps every one of them.
+
+Instructions templates (``generation.template``) are read by ``template_text`` from two places only: the package's
+``data/templates/<name>.md``, or a relative path inside the repository's work tree (no ``..``, no absolute path, no
+symlink out of the tree, not under ``.git``). A repository file the user has not trusted (``localidx.trust``) may
+name a package template only: its other template values are left out when the profiles are loaded.
 
 Two forms of one profile: the *wire* form is what people write and programs read (tables ``retrieval``,
 ``postprocess``, ``generation`` of camelCase keys: ``topK``, ``maxContextTokens``), the form ``load_profiles`` and
@@ -17,18 +23,21 @@ form, ``Profile.to_wire`` writes it, ``wire_name`` names a field as the user wro
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from localidx.config import read_toml, config_tables
+from localidx.config import PACKAGE_TEMPLATE_NAME, config_files, read_toml, untrusted_templates
 from localidx.errors import UsageError
 
 DEFAULT_PROFILE = "balanced"
 SECTIONS = ("retrieval", "postprocess", "generation")
 _DATA = Path(__file__).resolve().parent.parent / "data" / "profiles.toml"
+TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
+MAX_TEMPLATE_BYTES = 64 * 1024
 
 
 def _wire(section: str, name: str):
@@ -130,9 +139,20 @@ def _merge(base: dict, over: dict) -> dict:
 
 
 def _repository_profiles(root: Path | None) -> list[tuple[str, dict]]:
-    """(source, ``[profiles]`` table) of each config file under ``root``, lowest precedence first."""
-    return [(f"{source} [profiles]", table["profiles"]) for source, table in config_tables(root)
-            if isinstance(table.get("profiles"), dict)]
+    """(source, ``[profiles]`` table) of each config file under ``root``, lowest precedence first; the template paths
+    of an untrusted file left out (``config.untrusted_templates``)."""
+    out = []
+    for file in config_files(root):
+        tables = file.table.get("profiles")
+        if not isinstance(tables, dict):
+            continue
+        dropped = untrusted_templates(file)
+        if dropped:
+            tables = copy.deepcopy(tables)
+            for name in dropped:
+                del tables[name]["generation"]["template"]
+        out.append((f"{file.source} [profiles]", tables))
+    return out
 
 
 def load_profiles(root: Path | None = None) -> dict[str, dict]:
@@ -166,3 +186,49 @@ def get_profile(name: str | None, root: Path | None = None) -> tuple[str, dict]:
         if not isinstance(profile.get(section), dict):
             profile[section] = {}
     return name, profile
+
+
+def template_text(name: str, root: Path | None, warnings: list[str]) -> str:
+    """The text of the instructions template ``name``: a package template by name, or a relative path inside the
+    work tree at ``root`` (see the module docstring). Anything else, or a file that cannot be read, is the default
+    template, with a warning in ``warnings``."""
+    if PACKAGE_TEMPLATE_NAME.match(name) and (TEMPLATES / f"{name}.md").is_file():
+        return (TEMPLATES / f"{name}.md").read_text(encoding="utf-8")
+    problem = "not found"
+    if root is not None and not PACKAGE_TEMPLATE_NAME.match(name):
+        problem, text = _repository_template(name, Path(root))
+        if text is not None:
+            return text
+    warnings.append(f"instructions template {name!r} {problem}; using the default")
+    return (TEMPLATES / "default.md").read_text(encoding="utf-8")
+
+
+def _repository_template(name: str, root: Path) -> tuple[str, str | None]:
+    """(why not, None) or ("", the text) for a template path inside the work tree."""
+    relative = name.replace("\\", "/")
+    parts = [p for p in relative.split("/") if p not in ("", ".")]
+    if relative.startswith("/") or os.path.isabs(name) or ".." in parts or not parts:
+        return "is not a path inside the repository", None
+    if parts[0] == ".git":
+        return "is not a path inside the repository", None
+    top = root.resolve()
+    path = top.joinpath(*parts)
+    try:
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return "not found", None
+    if not resolved.is_relative_to(top) or ".git" in resolved.relative_to(top).parts:
+        return "leads out of the repository (a symlink)", None
+    try:
+        fd = os.open(resolved, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return "cannot be read", None
+    with os.fdopen(fd, "rb") as fh:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return "is not a regular file", None
+        data = fh.read(MAX_TEMPLATE_BYTES + 1)
+    if len(data) > MAX_TEMPLATE_BYTES:
+        return f"is over {MAX_TEMPLATE_BYTES // 1024} KB", None
+    return "", data.decode("utf-8", errors="replace")

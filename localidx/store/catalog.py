@@ -190,13 +190,16 @@ class Catalog:
     # -- problems -------------------------------------------------------------------------------------------------
 
     def set_problems(self, paths: list[str], problems: list[tuple[str, str, str, str]]) -> None:
-        """Replace the problems of ``paths`` with ``problems`` ((path, stage, reason, key) each) in one commit."""
+        """Replace the problems of ``paths`` with ``problems`` ((path, stage, reason, key) each) in one commit (the
+        reasons redacted: an error message may quote the text it failed on)."""
+        problems = _redacted(problems)
         with self.transaction():
             self._db.executemany("DELETE FROM problems WHERE path = ?", [(p,) for p in paths])
             self._db.executemany("INSERT OR REPLACE INTO problems (path, stage, reason, key) VALUES (?, ?, ?, ?)",
                                  problems)
 
     def add_problems(self, problems: list[tuple[str, str, str, str]]) -> None:
+        problems = _redacted(problems)
         self._db.executemany("INSERT OR REPLACE INTO problems (path, stage, reason, key) VALUES (?, ?, ?, ?)",
                              problems)
 
@@ -218,3 +221,9 @@ class Catalog:
     def count(self) -> int:
         """Files with rows (content-skipped files are known but not counted)."""
         return self._db.execute("SELECT COUNT(*) FROM files WHERE skipped = ''").fetchone()[0]
+
+
+def _redacted(problems: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
+    from localidx.redact import redact
+
+    return [(path, stage, redact(reason)[0], key) for path, stage, reason, key in problems]

@@ -71,6 +71,10 @@ def open_index_at(paths: IndexPaths, settings: Settings, read_only: bool = False
     from localidx.embed import get_embedder
     from localidx.store.catalog import Catalog
 
+    if not read_only:
+        from localidx.store.paths import make_private
+
+        make_private(paths)
     if generation is None:
         generation = paths.generation()
     embedder = embedder or get_embedder(settings.embed_model, threads=settings.embed_threads or None)

@@ -11,6 +11,10 @@ state dir instead. Outside git: a per-user data dir keyed by the root path.
 
 ``generation`` holds the number of the work tree's current generation (``localidx.store.index``); it is replaced by
 an atomic rename, so a reader sees the old number or the new one, never a torn file.
+
+Private: a writer opens the index through ``make_private``: the state dir and the work tree's dir are 0700 and every
+file in them 0600 (``localidx.private``), whatever the umask, and an index an older localidx left readable by others
+is tightened once. The per-user dir that holds indexes of directories outside git is 0700 too.
 """
 
 from __future__ import annotations
@@ -89,14 +93,54 @@ def index_paths(root: Path, in_git: bool, home: str = "") -> IndexPaths:
     elif in_git:
         from localidx import gitrepo
 
-        repo = gitrepo.open_repo(root)
-        state = gitrepo.common_dir(repo) / "localidx" if repo is not None else _user_state(root)
+        found = gitrepo.find_work_tree(root)
+        if found is not None:
+            state = found[1] / "localidx"
+        else:
+            repo = gitrepo.open_repo(root)
+            state = gitrepo.common_dir(repo) / "localidx" if repo is not None else _user_state(root)
     else:
         state = _user_state(root)
     return IndexPaths(root=root, state=state, worktree_key=_key(root))
 
 
 def _user_state(root: Path) -> Path:
+    return _user_repos_dir() / _key(root)
+
+
+def make_private(paths: IndexPaths) -> None:
+    """Make the index's dirs private (0700), with a umask that keeps what follows so, and tighten, once, what an
+    older localidx wrote readable by others. A ``home`` that holds something other than an index (a user's existing
+    directory) is only created, never changed."""
+    from localidx.private import private_dir, restrict_umask, tighten_tree
+
+    restrict_umask()
+    if _is_user_state(paths.state):
+        private_dir(_user_repos_dir().parent)  # the per-user data dir (the registry is in it too)
+        private_dir(_user_repos_dir())
+    fresh = not paths.state.exists()
+    ours = fresh or _holds_an_index(paths.state) or _is_user_state(paths.state)
+    if ours:
+        private_dir(paths.state)
+        tighten_tree(paths.state)
+    else:
+        paths.state.mkdir(parents=True, exist_ok=True)
+    private_dir(paths.worktree)
+
+
+def _holds_an_index(state: Path) -> bool:
+    try:
+        names = {entry.name for entry in os.scandir(state)}
+    except OSError:
+        return False
+    return not names or bool(names & {"lancedb", "worktrees", "vectors.sqlite"})
+
+
+def _is_user_state(state: Path) -> bool:
+    return state.parent == _user_repos_dir()
+
+
+def _user_repos_dir() -> Path:
     import platformdirs
 
-    return Path(platformdirs.user_data_dir("localidx")) / "repos" / _key(root)
+    return Path(platformdirs.user_data_dir("localidx")) / "repos"

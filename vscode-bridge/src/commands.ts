@@ -24,7 +24,7 @@ import { DaemonUnavailableError, NotInstalledError, ResponseError, isIndexNotRea
 import { ContextBuildParams, ContextBuildResult, ErrorCode, MAX_QUERY_CHARS, Method, ParamsOf, ResultOf } from "./protocol";
 import { mergeFolderSearches } from "./search";
 import { showSearch } from "./searchPick";
-import { BarState, describe, fromError, fromIndexStatus, fromProgress, idle, label } from "./status";
+import { BarState, describe, fromError, fromIndexStatus, fromProgress, idle, label, starting } from "./status";
 import { StatusBar } from "./statusBar";
 
 export const COMMANDS = {
@@ -77,6 +77,8 @@ export class Bridge implements vscode.Disposable {
   cli!: Cli;
   client!: DaemonClient;
   private notInstalledShown = false;
+  /** The start-up's connection attempt, while it runs. */
+  private starting: Promise<void> | null = null;
   private watching: { dispose(): void } | null = null;
 
   constructor(
@@ -111,21 +113,37 @@ export class Bridge implements vscode.Disposable {
     }
   }
 
-  /** Settings changed: a new executable means a new CLI and client. */
-  reconfigure(): void {
+  /** Settings changed: a new executable means a new CLI and client, connected (and started) as at activation. */
+  reconfigure(): Promise<void> {
     const previous = this.settings.executablePath;
     this.settings = readSettings();
-    if (this.settings.executablePath !== previous) {
-      this.watching?.dispose();
-      this.client.dispose();
-      this.connectCli();
-      this.notInstalledShown = false;
-      void this.statusBar.refresh();
+    if (this.settings.executablePath === previous) {
+      return Promise.resolve();
     }
+    this.watching?.dispose();
+    this.client.dispose();
+    this.connectCli();
+    this.notInstalledShown = false;
+    return this.startup().catch((err: unknown) => this.log(`startup failed: ${String(err)}`));
   }
 
-  /** At activation: connect to the daemon, starting it where an index exists, and paint the status bar. */
-  async startup(): Promise<void> {
+  /**
+   * At activation (and when the executable changes): connect to the daemon, starting it where an index exists, and
+   * paint the status bar. Until this has tried, the bar says STARTING and probes wait for it: a daemon that is
+   * still starting is not shown as down.
+   */
+  startup(): Promise<void> {
+    const attempt = this.connectOrStart();
+    this.starting = attempt;
+    return attempt.finally(() => {
+      if (this.starting === attempt) {
+        this.starting = null;
+      }
+    }).then(() => this.statusBar.refresh().then(() => undefined));
+  }
+
+  private async connectOrStart(): Promise<void> {
+    this.statusBar.paint(starting());
     try {
       await this.client.connect(false);
     } catch (err) {
@@ -135,6 +153,7 @@ export class Bridge implements vscode.Disposable {
         }
         if ((await this.cli.indexStatus()).state !== "EMPTY") {
           this.log("no daemon runs: starting one");
+          this.statusBar.paint(starting("starting the daemon"));
           await this.client.connect(true);
         }
       } catch (startErr) {
@@ -146,7 +165,6 @@ export class Bridge implements vscode.Disposable {
         }
       }
     }
-    await this.statusBar.refresh();
   }
 
   /**
@@ -169,8 +187,9 @@ export class Bridge implements vscode.Disposable {
     return this.client.request(method, params, { ...options, start: true });
   }
 
-  /** What the status bar shows now. */
+  /** What the status bar shows now (once the start-up's attempt is done). */
   async probe(): Promise<BarState> {
+    await this.starting;
     try {
       return fromIndexStatus(await this.client.request("index/status", { check_work_tree: true }, { start: false }));
     } catch (err) {
@@ -370,7 +389,8 @@ export class Bridge implements vscode.Disposable {
     this.log(`${what} failed: ${message(err)}`);
     let chosen: string | undefined;
     if (err instanceof NotInstalledError) {
-      chosen = await vscode.window.showErrorMessage(err.message, "Open Settings");
+      // Something to set up, not a failure: the button lands on the setting.
+      chosen = await vscode.window.showWarningMessage(err.message, "Open Settings");
     } else if (isIndexNotReady(err)) {
       chosen = await vscode.window.showWarningMessage(
         "localidx: this repository is not indexed yet. Index it now? (The daemon then keeps it current.)",

@@ -148,12 +148,19 @@ export class Cli {
     return found[1];
   }
 
-  /** `localidx status --json`: the index's state read without a daemon (EMPTY when nothing is indexed). */
+  /**
+   * `localidx status --json --no-daemon`: the index's state read without a daemon (EMPTY when nothing is indexed).
+   * `--no-daemon`: the CLI would otherwise start one, and the extension asks this while none runs, so a refresh of
+   * the status bar would start again a daemon that stopped for being idle. The exit status says the state too (1 for
+   * EMPTY, 2 for DAMAGED); the report printed is the answer whatever it is.
+   */
   async indexStatus(): Promise<IndexStatusResult> {
-    const out = await this.check(["status", "--json"], 60_000);
-    const parsed = parseJson(out);
-    if (!parsed) {
-      throw new CliError("localidx status --json printed no JSON", 0);
+    const result = await this.run(["status", "--json", "--no-daemon"], 60_000);
+    const parsed = parseJson(result.stdout);
+    if (!parsed || typeof parsed.state !== "string") {
+      const reason = lastLine(result.stderr) || (result.code ? `exit status ${result.code}` : "it printed no JSON");
+      this.log(`  failed: ${reason}`);
+      throw new CliError(`localidx status failed: ${reason.replace(/^localidx: error: /, "")}`, result.code);
     }
     return parsed as unknown as IndexStatusResult;
   }

@@ -60,6 +60,7 @@ export const METHODS = {
     params: ["query", "profile", "max_tokens", "top_k", "conversation_context", "locale", "lang", "path", "kind"],
     required: ["query"],
   },
+  "chunks/show": { params: ["paths", "max_tokens"], required: ["paths"] },
 } as const;
 export type Method = keyof typeof METHODS;
 
@@ -116,6 +117,13 @@ export interface ContextBuildParams extends Filters {
   locale?: string;
 }
 
+export interface ChunksShowParams {
+  /** Files relative to the work tree's root, forward slashes. */
+  paths: string[];
+  /** Split chunks over this many tokens instead of the max_tokens setting. */
+  max_tokens?: number;
+}
+
 export interface ParamsOf {
   "daemon/hello": HelloParams;
   "daemon/stop": StopParams;
@@ -124,6 +132,7 @@ export interface ParamsOf {
   "index/reindex": ReindexParams;
   "search/query": SearchParams;
   "context/build": ContextBuildParams;
+  "chunks/show": ChunksShowParams;
 }
 
 // -- results (the members the extension reads; the daemon sends more) ------------------------------------------
@@ -262,6 +271,22 @@ export interface ReindexResult {
   chunks_written?: number;
 }
 
+export interface ChunkRecord {
+  path: string;
+  start_line: number;
+  end_line: number;
+  kind: string;
+  /** "" for module code, windows and docs content. */
+  symbol: string;
+  title: string;
+  token_count: number;
+}
+
+export interface ChunksShowResult {
+  /** One entry per path, in their order; `skipped` is why a file is not chunked, or null. */
+  files: { path: string; language: string; skipped: string | null; chunks: ChunkRecord[] }[];
+}
+
 export interface ResultOf {
   "daemon/hello": HelloResult;
   "daemon/stop": { stopping: boolean; pid?: number };
@@ -270,6 +295,7 @@ export interface ResultOf {
   "index/reindex": ReindexResult;
   "search/query": SearchResult;
   "context/build": ContextBuildResult;
+  "chunks/show": ChunksShowResult;
 }
 
 export interface ErrorObject {
@@ -294,5 +320,6 @@ const tied: { [M in Method]: Tied[M] extends [true, true] ? true : never } = {
   "index/reindex": true,
   "search/query": true,
   "context/build": true,
+  "chunks/show": true,
 };
 void tied;

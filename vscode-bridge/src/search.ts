@@ -80,6 +80,20 @@ export function snippet(text: string, max = SNIPPET_CHARS): string {
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
+/**
+ * A match's detail line: its text from the signature on (the signature once, even where the chunk starts with a
+ * docstring or comment), or the signature before the text where the text does not hold it.
+ */
+export function detail(match: Match): string {
+  const text = snippet(match.text, Number.MAX_SAFE_INTEGER);
+  const signature = match.signature ? snippet(match.signature, Number.MAX_SAFE_INTEGER) : "";
+  if (!signature) {
+    return snippet(text);
+  }
+  const at = text.indexOf(signature);
+  return snippet(at >= 0 ? text.slice(at) : `${signature} · ${text}`);
+}
+
 /** A quick pick item for a match. `alwaysShow`: the daemon ranked these, the quick pick must not filter them. */
 export function toItem(match: FolderMatch): MatchItem {
   const name = match.symbol || match.title || path.basename(match.path);
@@ -89,7 +103,7 @@ export function toItem(match: FolderMatch): MatchItem {
   return {
     label: `$(${icon}) ${name}`,
     description: `${folder}${location(match)}${stale}`,
-    detail: snippet(match.signature && match.signature !== match.text ? `${match.signature} · ${match.text}` : match.text),
+    detail: detail(match),
     alwaysShow: true,
     match,
   };

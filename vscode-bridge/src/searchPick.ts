@@ -36,6 +36,13 @@ export async function openMatch(
   return editor;
 }
 
+/**
+ * A quick pick that can be told to keep its items' order. VS Code sorts the items of a quick pick by how well their
+ * labels match the typed text unless `sortByLabel` is false (a property since VS Code 1.77 that @types/vscode
+ * 1.90 does not declare): the daemon's ranking would be re-sorted by symbol names.
+ */
+type RankedQuickPick<T extends vscode.QuickPickItem> = vscode.QuickPick<T> & { sortByLabel: boolean };
+
 export interface SearchOptions {
   /** Run one search (the bridge sends search/query with the configured max results). */
   search: (query: string) => Promise<FolderMatch[]>;
@@ -56,9 +63,11 @@ export function showSearch(options: SearchOptions): {
   pick: vscode.QuickPick<MatchItem>;
   done: Promise<vscode.TextEditor | undefined>;
 } {
-  const pick = vscode.window.createQuickPick<MatchItem>();
+  const pick = vscode.window.createQuickPick<MatchItem>() as RankedQuickPick<MatchItem>;
   pick.title = "localidx: Search";
   pick.placeholder = "Search the repository: a symbol, some code, or what it does";
+  // The rows are the daemon's ranking, as it is: never filtered (alwaysShow), re-sorted or matched by VS Code.
+  pick.sortByLabel = false;
   pick.matchOnDescription = false;
   pick.matchOnDetail = false;
   const live = new LiveSearch(

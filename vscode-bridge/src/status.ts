@@ -1,7 +1,8 @@
 /**
- * What the status bar shows: READY, INDEXING (with progress), STALE, NO INDEX, DAEMON DOWN, IDLE (the daemon
- * stopped by itself after its idle timeout: not a failure; the next search starts it again) and ERROR for a daemon
- * that answers with a failure, mapped from what the daemon reports: an `index/status` answer, or an `index/progress`
+ * What the status bar shows: STARTING (the first connection, or the daemon's start, is under way: nothing has
+ * failed yet), READY, INDEXING (with progress), STALE, NO INDEX, NOT INSTALLED (the executable is not found: a
+ * setting to fill in, not a failure), DAEMON DOWN, IDLE (the daemon stopped by itself after its idle timeout: not a
+ * failure; the next search starts it again) and ERROR for a daemon that answers with a failure, mapped from what the daemon reports: an `index/status` answer, or an `index/progress`
  * notification of the subscription. Pure functions, no `vscode` import: statusBar.ts paints them, and the
  * integration test maps a real daemon's answers through them.
  */
@@ -9,7 +10,16 @@
 import { DaemonUnavailableError, NotInstalledError, ResponseError, isIndexNotReady, message } from "./errors";
 import { ErrorCode, IndexStatusResult, ProgressStatus } from "./protocol";
 
-export type BarKind = "READY" | "INDEXING" | "STALE" | "NO_INDEX" | "DAEMON_DOWN" | "IDLE" | "ERROR";
+export type BarKind =
+  | "STARTING"
+  | "READY"
+  | "INDEXING"
+  | "STALE"
+  | "NO_INDEX"
+  | "NOT_INSTALLED"
+  | "DAEMON_DOWN"
+  | "IDLE"
+  | "ERROR";
 
 export interface BarState {
   kind: BarKind;
@@ -27,20 +37,24 @@ export interface Rendered {
 }
 
 const LABELS: Record<BarKind, string> = {
+  STARTING: "STARTING",
   READY: "READY",
   INDEXING: "INDEXING",
   STALE: "STALE",
   NO_INDEX: "NO INDEX",
+  NOT_INSTALLED: "NOT INSTALLED",
   DAEMON_DOWN: "DAEMON DOWN",
   IDLE: "IDLE",
   ERROR: "ERROR",
 };
 
 const ICONS: Record<BarKind, string> = {
+  STARTING: "$(loading~spin)",
   READY: "$(check)",
   INDEXING: "$(sync~spin)",
   STALE: "$(history)",
   NO_INDEX: "$(circle-slash)",
+  NOT_INSTALLED: "$(tools)",
   DAEMON_DOWN: "$(debug-disconnect)",
   IDLE: "$(debug-pause)",
   ERROR: "$(error)",
@@ -54,6 +68,7 @@ const ICONS: Record<BarKind, string> = {
 export function pollIntervalMs(kind: BarKind): number | null {
   switch (kind) {
     case "INDEXING":
+    case "STARTING":
       return 1_500;
     case "READY":
     case "STALE":
@@ -129,10 +144,15 @@ export function fromIndexStatus(status: IndexStatusResult): BarState {
   }
 }
 
+/** The bar's state while the first connection (or the daemon's start) is under way. */
+export function starting(detail = "connecting to the daemon"): BarState {
+  return { kind: "STARTING", detail };
+}
+
 /** The bar's state when asking for the status failed. */
 export function fromError(err: unknown): BarState {
   if (err instanceof NotInstalledError) {
-    return { kind: "DAEMON_DOWN", detail: err.message };
+    return { kind: "NOT_INSTALLED", detail: err.message };
   }
   if (isIndexNotReady(err)) {
     return { kind: "NO_INDEX", detail: `nothing indexed yet: ${message(err)}` };
@@ -154,7 +174,11 @@ export function label(state: BarState): string {
 
 export function render(state: BarState): Rendered {
   const background =
-    state.kind === "DAEMON_DOWN" || state.kind === "ERROR" ? "error" : state.kind === "NO_INDEX" ? "warning" : "none";
+    state.kind === "DAEMON_DOWN" || state.kind === "ERROR"
+      ? "error"
+      : state.kind === "NO_INDEX" || state.kind === "NOT_INSTALLED"
+        ? "warning"
+        : "none";
   return {
     text: `${ICONS[state.kind]} localidx: ${label(state)}`,
     tooltip: `localidx: ${label(state)}: ${state.detail}\nClick for details.`,

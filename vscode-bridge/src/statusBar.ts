@@ -8,12 +8,12 @@
 
 import * as vscode from "vscode";
 
-import { BarState, fromError, pollIntervalMs, render } from "./status";
+import { BarState, fromError, pollIntervalMs, render, starting } from "./status";
 
 /** The status bar item: paints a BarState, polls `probe` on a timer, runs Show Status when clicked. */
 export class StatusBar implements vscode.Disposable {
   readonly item: vscode.StatusBarItem;
-  state: BarState = { kind: "DAEMON_DOWN", detail: "connecting" };
+  state: BarState = starting();
   private timer: NodeJS.Timeout | null = null;
   private refreshing: Promise<BarState> | null = null;
   private disposed = false;
@@ -29,7 +29,8 @@ export class StatusBar implements vscode.Disposable {
     this.item = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 0);
     this.item.name = label ? `localidx (${label})` : "localidx";
     this.item.command = command;
-    this.paint({ kind: "DAEMON_DOWN", detail: "connecting" });
+    // Nothing has failed yet: the bridge's start-up decides what comes next.
+    this.paint(starting());
     this.item.show();
   }
 

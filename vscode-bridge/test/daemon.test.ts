@@ -44,7 +44,7 @@ describe("Cli", () => {
     assert.equal((await cli.status()).running, true);
     await cli.stop();
     assert.equal((await cli.indexStatus()).state, "READY");
-    assert.deepEqual(fake.calls().slice(before), ["--version", "daemon start", "daemon status --json", "daemon stop", "status --json"]);
+    assert.deepEqual(fake.calls().slice(before), ["--version", "daemon start", "daemon status --json", "daemon stop", "status --json --no-daemon"]);
     assert.equal(fs.realpathSync(fake.lastCwd()), fs.realpathSync(folder));
     fs.rmSync(folder, { recursive: true });
     assert.ok(logged.includes(`$ ${fake.executable} daemon start`), "each command line goes to the output channel");

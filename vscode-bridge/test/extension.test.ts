@@ -139,6 +139,29 @@ describe("extension", () => {
     assert.equal([...editor.decorations.values()][0].length, 1, "the picked lines are highlighted");
   });
 
+  it("shows the daemon's ranking as it is: VS Code does not re-sort the rows by their labels", async () => {
+    daemon.handlers["search/query"] = () => ({
+      result: {
+        matches: [
+          match({ path: "net/redirects.py", symbol: "follow", start_line: 6, end_line: 12, score: 0.9 }),
+          match({ path: "net/errors.py", symbol: "RedirectLimitError", kind: "class", start_line: 1, end_line: 2, score: 0.5 }),
+        ],
+      },
+    });
+    await start();
+    void stub.commands.executeCommand("localidx.search");
+    const pick = quickPick();
+    pick.type("redirect");
+    await waitFor(() => pick.items.length > 0, 15_000, "search results");
+    const shown = pick.shown() as MatchItem[];
+    assert.deepEqual(
+      shown.map((item) => item.description),
+      ["net/redirects.py:6-12", "net/errors.py:1-2"],
+      "the first row is the daemon's first match, though another's label matches the query",
+    );
+    pick.pick(pick.activeItems[0] ?? shown[0]);
+  });
+
   it("searches the selection at once (Search Selection)", async () => {
     await start();
     const text = "x = verify_token(t)\n";
@@ -236,16 +259,45 @@ describe("extension", () => {
     assert.equal(stub.statusBar.text, "$(check) localidx: READY");
   });
 
-  it("says clearly that localidx is not installed, and offers the setting", async () => {
+  it("says clearly that localidx is not installed (a warning, not an error), and offers the setting", async () => {
     stub.answerMessage = (m) => (m.items.includes("Open Settings") ? "Open Settings" : undefined);
     await start({}, { "localidx.executablePath": "/nonexistent/bin/localidx" });
     await waitFor(() => stub.executed.length > 0, 15_000, "Open Settings");
-    const error = stub.messages.find((m) => m.kind === "error");
-    assert.match(error!.text, /localidx is not installed/);
-    assert.match(error!.text, /\/nonexistent\/bin\/localidx/);
+    assert.deepEqual(stub.messages.filter((m) => m.kind === "error"), []);
+    const warning = stub.messages.find((m) => m.kind === "warning");
+    assert.match(warning!.text, /localidx is not installed/);
+    assert.match(warning!.text, /\/nonexistent\/bin\/localidx/);
     assert.deepEqual(stub.executed[0], { command: "workbench.action.openSettings", args: ["localidx.executablePath"] });
-    assert.equal(stub.statusBar.text, "$(debug-disconnect) localidx: DAEMON DOWN");
+    assert.equal(stub.statusBar.text, "$(tools) localidx: NOT INSTALLED");
     assert.match(String(stub.statusBar.tooltip), /not installed/);
+    const colour = stub.statusBar.backgroundColor as { id: string } | undefined;
+    assert.equal(colour?.id, "statusBarItem.warningBackground");
+  });
+
+  it("uses the executable set in User settings in a remote window too (Remote-SSH, WSL, code-server)", async () => {
+    stub.remoteWindow = true;
+    await start();
+    assert.deepEqual(stub.messages, [], "no 'not installed' message");
+    assert.equal(stub.statusBar.text, "$(check) localidx: READY");
+    assert.ok(cli.calls().includes("--version"), "the configured executable ran");
+  });
+
+  it("connects, starting the daemon, as soon as the executable is set after a start without one", async () => {
+    await start({ running: false, indexState: "READY" }, { "localidx.executablePath": "/nonexistent/bin/localidx" });
+    assert.equal(stub.statusBar.text, "$(tools) localidx: NOT INSTALLED");
+    stub.changeConfiguration("localidx.executablePath", cli.executable);
+    await waitFor(() => stub.statusBar.text === "$(check) localidx: READY", 15_000, "READY after the setting changed");
+    assert.deepEqual(cli.calls().filter((c) => c === "daemon start"), ["daemon start"]);
+  });
+
+  it("shows STARTING, never DAEMON DOWN, while the daemon starts at activation", async () => {
+    await start({ running: false, indexState: "READY" });
+    const texts = stub.statusBar.texts;
+    assert.equal(texts[0], "$(loading~spin) localidx: STARTING");
+    assert.deepEqual(texts.filter((t) => /DAEMON DOWN|ERROR/.test(t)), [], `the bar showed ${JSON.stringify(texts)}`);
+    assert.ok(texts.includes("$(loading~spin) localidx: STARTING"));
+    assert.equal(stub.statusBar.text, "$(check) localidx: READY");
+    assert.deepEqual(cli.calls().filter((c) => c === "daemon start"), ["daemon start"]);
   });
 
   it("shows DAEMON DOWN when the daemon goes away, and reconnects after Restart Daemon", async () => {

@@ -264,11 +264,12 @@ else if (cmd === "daemon start") {
 }
 else if (cmd === "daemon stop") { const was = state.running; state.running = false; save(); console.log(was ? "daemon stopped (pid 4242)" : "no daemon running"); }
 else if (cmd.startsWith("daemon logs")) { console.log("log line 1\\nlog line 2"); }
-else if (cmd === "status --json") {
+else if (cmd === "status --json --no-daemon") {
   const empty = state.indexState === "EMPTY";
   console.log(JSON.stringify({ state: state.indexState, root: "/repo", index: "/repo/.git/localidx", model: "fake",
     files: empty ? 0 : 2, files_skipped: 0, chunks: empty ? 0 : 4, chunks_with_vectors: empty ? 0 : 4,
     changed_files: [], deleted_files: [], embedding_progress: empty ? 0 : 1, errors: [] }));
+  process.exit(empty ? 1 : 0); // as localidx does: exit status 1 when nothing is indexed yet
 }
 else { console.error("localidx: error: unknown command " + cmd); process.exit(2); }
 `;

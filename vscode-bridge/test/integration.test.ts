@@ -89,6 +89,19 @@ describe("integration: the client against a real daemon", { skip: executable ? f
     }
   });
 
+  it("reads the index's status without starting a daemon, as the status bar does while none runs", async () => {
+    // The CLI starts a daemon by default outside CI; the status bar's refresh must not start again one that stopped.
+    const outsideCi = { ...env };
+    delete outsideCi.CI;
+    delete outsideCi.LOCALIDX_DAEMON;
+    const status = await new Cli({ executable: executable!, cwd: repo, env: outsideCi }).indexStatus();
+    assert.equal(status.state, "READY");
+    for (let i = 0; i < 10; i++) {
+      assert.equal((await cli.status()).running, false, "no daemon was started");
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+  });
+
   it("starts the daemon and finds it through `localidx daemon status --json`", async () => {
     const before = await cli.status();
     assert.equal(before.running, false);
@@ -103,6 +116,19 @@ describe("integration: the client against a real daemon", { skip: executable ? f
     assert.equal(running.running, true);
     assert.equal(running.socket, before.socket);
     assert.equal(render(fromIndexStatus(status)).text, "$(check) localidx: READY");
+  });
+
+  it("reads a repository never indexed as EMPTY (NO INDEX) from `localidx status --json`, whose exit status is 1", async () => {
+    const fresh = path.join(tmp, "fresh");
+    fs.mkdirSync(fresh);
+    fs.writeFileSync(path.join(fresh, "a.py"), "def f():\n    return 1\n");
+    const git = (...args: string[]) => execFileSync("git", args, { cwd: fresh, env, stdio: "pipe" });
+    git("init", "-q");
+    git("add", ".");
+    git("-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-q", "-m", "init");
+    const status = await new Cli({ executable: executable!, cwd: fresh, env }).indexStatus();
+    assert.equal(status.state, "EMPTY");
+    assert.equal(render(fromIndexStatus(status)).text, "$(circle-slash) localidx: NO INDEX");
   });
 
   it("searches, and the results make quick pick items", async () => {

@@ -102,6 +102,18 @@ describe("quick pick items", () => {
     assert.equal(location(match({ start_line: 3, end_line: 3 })), "src/auth.py:3");
   });
 
+  it("show the signature once: from the signature on when the text holds it, before the text when it does not", () => {
+    const method = match({ signature: "def login(self, user, token)", text: "    def login(self, user, token):\n        return user" });
+    assert.equal(toItem(method).detail, "def login(self, user, token): return user");
+    const withDocstring = match({
+      signature: "def verify_token(token, secret)",
+      text: '"""Authentication helpers."""\n\n\ndef verify_token(token, secret):\n    return token == secret',
+    });
+    assert.equal(toItem(withDocstring).detail, "def verify_token(token, secret): return token == secret");
+    const elsewhere = match({ signature: "verify_token(tok)", text: "return tok == SECRET" });
+    assert.equal(toItem(elsewhere).detail, "verify_token(tok) · return tok == SECRET");
+  });
+
   it("mark stale matches, and only those", () => {
     assert.match(toItem(match({ stale: true })).description!, /\$\(warning\) stale/);
     assert.doesNotMatch(toItem(match({ stale: false })).description!, /stale/);

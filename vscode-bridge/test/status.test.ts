@@ -50,10 +50,12 @@ describe("status bar text", () => {
     assert.equal(render(fromError(new DaemonUnavailableError("x"))).background, "error");
   });
 
-  it("maps failures: not installed and unreachable are DAEMON DOWN, 1001 is NO INDEX", () => {
+  it("maps failures: not installed is NOT INSTALLED (a warning), unreachable is DAEMON DOWN, 1001 is NO INDEX", () => {
     const notInstalled = fromError(new NotInstalledError("localidx", "not found"));
-    assert.equal(notInstalled.kind, "DAEMON_DOWN");
+    assert.equal(notInstalled.kind, "NOT_INSTALLED");
     assert.match(notInstalled.detail, /not installed/);
+    assert.equal(render(notInstalled).text, "$(tools) localidx: NOT INSTALLED");
+    assert.equal(render(notInstalled).background, "warning");
     assert.equal(fromError(new ResponseError({ code: 1001, message: "nothing indexed" })).kind, "NO_INDEX");
     assert.equal(fromError(new ResponseError({ code: 1004, message: "stopping" })).kind, "DAEMON_DOWN");
     assert.equal(fromError(new ResponseError({ code: -32603, message: "KeyError" })).kind, "ERROR");

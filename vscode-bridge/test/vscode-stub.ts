@@ -147,6 +147,8 @@ export class FakeQuickPick<T extends QuickPickItem> {
   placeholder = "";
   matchOnDescription = true;
   matchOnDetail = true;
+  /** As in VS Code (1.77+), true unless set: the rows are re-sorted by how well their labels match the value. */
+  sortByLabel = true;
   private currentValue = "";
   private readonly changeValue = new EventEmitter<string>();
   private readonly accept = new EventEmitter<void>();
@@ -162,6 +164,20 @@ export class FakeQuickPick<T extends QuickPickItem> {
   set value(value: string) {
     this.currentValue = value;
     this.changeValue.fire(value);
+  }
+  /**
+   * The rows as VS Code shows them: items that are not `alwaysShow` are filtered by their label, and unless
+   * `sortByLabel` is false the rows whose label matches the typed value come first (VS Code ranks them by the
+   * quality of the label match; a contiguous, case-insensitive match stands in for it here).
+   */
+  shown(): T[] {
+    const value = this.currentValue.trim().toLowerCase();
+    const labelMatches = (item: T) => !!value && item.label.replace(/\$\([^)]*\)\s*/g, "").toLowerCase().includes(value);
+    const visible = this.items.filter((item) => item.alwaysShow || !value || labelMatches(item));
+    if (!this.sortByLabel || !value) {
+      return visible;
+    }
+    return [...visible.filter(labelMatches), ...visible.filter((item) => !labelMatches(item))];
   }
   /** The user types: the value changes to `value`. */
   type(value: string): void {
@@ -194,7 +210,16 @@ export interface Message {
 }
 
 export class FakeStatusBarItem {
-  text = "";
+  /** Every text the item showed, in order. */
+  texts: string[] = [];
+  private currentText = "";
+  get text(): string {
+    return this.currentText;
+  }
+  set text(text: string) {
+    this.currentText = text;
+    this.texts.push(text);
+  }
   tooltip: unknown = "";
   name = "";
   command: unknown;
@@ -244,7 +269,13 @@ export class VscodeStub {
   configReads = new Set<string>();
 
   // What the "user" answers.
+  /** The user's settings ("section.key": value), as in User settings. */
   config: Record<string, unknown> = {};
+  /**
+   * A remote window (Remote-SSH, WSL, a container, code-server): as VS Code does, User settings of `machine` and
+   * `machine-overridable` scope (package.json's contributes.configuration) are not applied there.
+   */
+  remoteWindow = false;
   workspaceFolders: { uri: Uri; name: string; index: number }[] | undefined = undefined;
   /** Decides which button a message gets clicked (undefined: dismissed). */
   answerMessage: (message: Message) => string | undefined = () => undefined;
@@ -306,8 +337,10 @@ export class VscodeStub {
   readonly workspace = {
     getConfiguration: (section: string) => ({
       get: <T>(key: string, fallback?: T): T | undefined => {
-        this.configReads.add(`${section}.${key}`);
-        return `${section}.${key}` in this.config ? (this.config[`${section}.${key}`] as T) : fallback;
+        const name = `${section}.${key}`;
+        this.configReads.add(name);
+        const machineScoped = ["machine", "machine-overridable"].includes(settingScope(name));
+        return name in this.config && !(this.remoteWindow && machineScoped) ? (this.config[name] as T) : fallback;
       },
     }),
     openTextDocument: async (uri: Uri) => new FakeDocument(uri, await fs.promises.readFile(uri.fsPath, "utf8")),
@@ -355,6 +388,7 @@ export class VscodeStub {
     this.inputBoxes = [];
     this.configReads.clear();
     this.config = {};
+    this.remoteWindow = false;
     this.workspaceFolders = undefined;
     this.answerMessage = () => undefined;
     this.inputAnswers = [];
@@ -400,6 +434,12 @@ export class VscodeStub {
     this.messages.push(message);
     return this.answerMessage(message);
   }
+}
+
+/** A setting's scope as the extension's package.json declares it (VS Code's default: "window"). */
+function settingScope(name: string): string {
+  const manifest = JSON.parse(fs.readFileSync(`${__dirname}/../../package.json`, "utf8"));
+  return manifest.contributes?.configuration?.properties?.[name]?.scope ?? "window";
 }
 
 let installed: VscodeStub | null = null;

@@ -1,0 +1,144 @@
+"""What the ``localidx`` commands print, and how they end, without click.
+
+Place in the flow: serve, beside ``cli.py``. ``cli.py``'s commands and ``localidx.entry`` (a search through a running
+daemon, answered without loading click) print through these functions, so the two print the same.
+
+- ``echo`` writes what ``click.echo`` writes: on a UTF-8 text stream both write the text and flush; on any other
+  stream it is ``click.echo`` itself.
+- ``error_exit`` is how every command ends on an exception: a ``LocalidxError`` as one line and its exit code, a
+  closed pipe or ^C as 130, anything else as an internal error (exit 3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from localidx.errors import INTERNAL_ERROR_EXIT, NO_MATCH_EXIT, LocalidxError, UsageError
+from localidx.text import printable as _p
+from localidx.text import valid_text
+
+
+_trust_warnings: set[str] = set()
+
+
+def settings_for(root: Path | None, **overrides):
+    """The settings of the work tree at ``root`` (None: outside any), with the command's flags as ``overrides``;
+    what an untrusted repository file set and was not taken is said once on stderr."""
+    from localidx.config import load_settings, trust_warning
+
+    ignored: list = []
+    settings = load_settings(root, overrides, ignored=ignored)
+    message = trust_warning(ignored, root)
+    if message and message not in _trust_warnings:
+        _trust_warnings.add(message)
+        echo_warnings([message])
+    return settings
+
+
+def text_args(*values):
+    """Text arguments as valid Unicode: argv carries bytes that were not UTF-8 as lone surrogates, which no
+    tokenizer or JSON writer takes (``localidx.text.valid_text``); None stays None."""
+    return tuple(valid_text(v) if isinstance(v, str) else v for v in values)
+
+
+def parse_kinds(value: str | None) -> set[str] | None:
+    """The chunk kinds of a comma-separated option value; UsageError naming the unknown ones."""
+    if not value:
+        return None
+    from localidx.records import KINDS
+
+    kinds = {k.strip() for k in value.split(",") if k.strip()}
+    unknown = kinds - set(KINDS)
+    if unknown:
+        raise UsageError(f"unknown kind(s) {', '.join(sorted(unknown))}; known: {', '.join(KINDS)}")
+    return kinds
+
+
+def _utf8(stream) -> bool:
+    encoding = getattr(stream, "encoding", None)
+    return (isinstance(encoding, str) and encoding.lower().replace("-", "").replace("_", "") == "utf8"
+            and getattr(stream, "errors", None) is not None and sys.platform != "win32")
+
+
+def echo(message: str = "", err: bool = False, color: bool | None = None, nl: bool = True) -> None:
+    """``click.echo(message, err=err, color=color, nl=nl)`` for a ``str``, without importing click where the two
+    write the same: a UTF-8 text stream, and no escape sequence that click would strip (none unless ``color``)."""
+    stream = sys.stderr if err else sys.stdout
+    if not _utf8(stream) or ("\x1b" in message and not color):
+        import click
+
+        click.echo(message, err=err, color=color, nl=nl)
+        return
+    stream.write(message + "\n" if nl else message)
+    stream.flush()
+
+
+def echo_json(value) -> None:
+    echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def echo_warnings(warnings: list[str]) -> None:
+    for warning in warnings:
+        echo(f"localidx: warning: {_p(warning)}", err=True)
+
+
+def print_search(response: dict, as_json: bool, files: bool, mode: str, query: str, color_choice: str) -> None:
+    """What ``localidx search`` prints for the daemon's (or the library's) answer, and its exit status 1 when
+    nothing matched."""
+    from localidx.highlight import use_color
+
+    print_matches(response, as_json, files, mode, query, use_color(color_choice, sys.stdout.isatty()))
+    if not response["matches"]:
+        sys.exit(NO_MATCH_EXIT)
+
+
+def print_matches(response: dict, as_json: bool, files: bool = False, mode: str = "hybrid", query: str = "",
+                  color: bool = False) -> None:
+    if as_json:
+        echo_json(response)
+        return
+    echo_warnings(response.get("warnings", []))
+    matches = response["matches"]
+    if not matches:
+        echo("localidx: no matches", err=True)
+        return
+    if mode != "vector" and not any(m.get("bm25_score") is not None for m in matches):
+        best = matches[0].get("similarity")
+        echo("localidx: weak matches only: no word of the query matched, only its meaning"
+             + (f" (best similarity {best:.2f})" if best is not None else ""), err=True)
+    if files:
+        for f in response["files"]:
+            repo = f"{_p(f['repo'])}: " if f.get("repo") else ""
+            count = f"{f['matches']} match{'es' if f['matches'] != 1 else ''}"
+            echo(f"{repo}{_p(f['path'])}  {f['score']:.3f}  ({count}; best {f['start_line']}-{f['end_line']}"
+                 f"{'  ' + _p(f['symbol']) if f['symbol'] else ''})")
+        return
+    from localidx.highlight import MAGENTA, RESET, query_terms, render, snippet
+
+    terms = query_terms(query)
+    for m in matches:
+        label = m["symbol"] or m["title"]
+        stale = "  [stale: file changed since indexed]" if m["stale"] else ""
+        repo = f"{_p(m['repo'])}: " if m.get("repo") else ""
+        sim = f"  sim {m['similarity']:.2f}" if m.get("similarity") is not None else ""
+        where = f"{repo}{_p(m['path'])}:{m['start_line']}-{m['end_line']}"
+        echo(f"{MAGENTA + where + RESET if color else where}  {_p(label)}  {m['score']:.3f}{sim}{stale}", color=color)
+        for line in snippet(m["text"], m["start_line"], terms):
+            echo(render(line, color, _p), color=color)
+
+
+def error_exit(exc: BaseException) -> int:
+    """How a command that raised ``exc`` ends: a LocalidxError as one line and its exit code; a closed pipe or ^C
+    as 130; anything else is a bug, said in one line (exit 3; re-raised under ``LOCALIDX_DEBUG=1``)."""
+    if isinstance(exc, LocalidxError):
+        echo(f"localidx: error: {_p(exc)}", err=True)
+        return exc.exit_code
+    if isinstance(exc, (BrokenPipeError, KeyboardInterrupt)):
+        return 130
+    if os.environ.get("LOCALIDX_DEBUG") == "1":
+        raise exc
+    echo(f"localidx: internal error: {type(exc).__name__}: {_p(exc)} (LOCALIDX_DEBUG=1 shows the traceback)", err=True)
+    return INTERNAL_ERROR_EXIT

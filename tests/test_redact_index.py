@@ -1,0 +1,156 @@
+"""No secret is stored or served, in any field: real repositories indexed by the real CLI, every answer a program
+reads (``search --json``, ``context --json``, ``chunks --json``) and every byte the index keeps on disk (the LanceDB
+files, the catalog, the caches, the logs) checked for the secrets of ``tests/secret_shapes.py``. Beside the secrets
+sit ordinary canary words: the same checks find those, so they could have found a secret.
+
+Also: a secret taken out of a file leaves the disk with ``localidx index --rebuild``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from secret_shapes import make_repository_files
+
+# Code whose secrets reach fields the chunk text is not: a signature's default, a docstring, a decorator, a summary
+# (five symbols or more), an import with credentials in its URL, a module docstring.
+FIELDS_MODULE = '''"""Deploys the app; the CI bot's token is {gh}."""
+import requests
+from internal.client import Client  # fetched from https://deploy:{pw}@pkgs.example.com/simple
+
+__all__ = ["connect", "notify", "fetch", "push", "pull"]
+
+
+def connect(host, password="{pw}"):
+    """Connect to the host, retrying a refused connection three times before giving up on it."""
+    for attempt in range(3):
+        try:
+            return Client(host, password, timeout=10 * (attempt + 1))
+        except ConnectionRefusedError:
+            continue
+    raise ConnectionError(host)
+
+
+@retry(api_key="{stripe}")
+def notify(message):
+    """Send a message to the operators' channel; the staging key is {aws}."""
+    payload = {{"text": message, "channel": "#ops", "username": "deploy-bot", "icon": ":rocket:"}}
+    response = requests.post("https://chat.example.com/api/post", json=payload, timeout=10)
+    response.raise_for_status()
+    return response.json()
+
+
+def fetch(url):
+    return requests.get(url)
+
+
+def push(item):
+    return item
+
+
+def pull(item):
+    return item
+'''
+
+
+def _values(rng_seed: int = 7) -> dict[str, str]:
+    import random
+    import string
+
+    rng = random.Random(rng_seed)
+    draw = lambda alphabet, n: "".join(rng.choice(alphabet) for _ in range(n))  # noqa: E731
+    alnum = string.ascii_letters + string.digits
+    return {"gh": "gh" + "p_" + draw(alnum, 35) + "7", "pw": "Q" + draw(alnum, 12) + "9x",
+            "stripe": "sk_" + "live_" + draw(alnum, 23) + "1", "aws": "AKIA" + draw(string.ascii_uppercase, 15) + "7"}
+
+
+def _lx(root: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "localidx", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc
+
+
+def _disk(state: Path) -> bytes:
+    """Every byte under the index's state dir (LanceDB data and index files, catalogs, caches, logs)."""
+    return b"".join(p.read_bytes() for p in sorted(state.rglob("*")) if p.is_file() and not p.is_symlink())
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    base = tmp_path_factory.mktemp("redact-index")
+    files, secrets, canaries = make_repository_files(seed=3, per_place=1)
+    values = _values()
+    files["app/deploy.py"] = FIELDS_MODULE.format(**values)
+    root = base / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCALIDX_SOCK", "LOCALIDX_DEBUG")}
+    env.update({"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(base / "state"), "LOCALIDX_WATCH": "0",
+                "LOCALIDX_INCLUDE_SECRET_FILES": "1", "LOCALIDX_REGISTRY": str(base / "registry.json"),
+                "LOCALIDX_CONFIG_DIR": str(base / "config")})
+    proc = _lx(root, env, "index")
+    assert proc.returncode == 0, proc.stderr
+    probes = [p for s in secrets for p in s.probes] + list(values.values())
+    return root, env, base / "state", probes, canaries, secrets
+
+
+def test_every_secret_shape_is_in_the_index_redacted_in_every_field(indexed):
+    root, env, state, probes, canaries, secrets = indexed
+    assert len({s.shape for s in secrets}) >= 15 and len({s.kind for s in secrets}) >= 10
+    answers = []
+    for query in ("password token key secret", "connect password", "notify retry api_key", "deploy bot token",
+                  "AccountKey storage", "Authorization Basic Bearer curl", "mysql sshpass", "webhook slack",
+                  "PuTTY Private-Lines", "RSA PRIVATE KEY", *canaries):
+        answers.append(_lx(root, env, "search", query, "--json", "-k", "100").stdout)
+        answers.append(_lx(root, env, "context", query, "--json").stdout)
+    chunked = _lx(root, env, "chunks", "--json", "app/deploy.py", "app/settings.py", ".env", "keys/deploy0.ppk")
+    answers.append(chunked.stdout)
+    served = "\n".join(answers)
+    stored = _disk(state)
+    for probe in probes:
+        assert probe not in served, f"served: {probe}"
+        assert probe.encode() not in stored, f"stored: {probe}"
+    # The checks can see: the canaries beside the secrets are both served and stored, and so are the fields the
+    # secrets were in (a signature, a docstring, a decorator, the summary).
+    for canary in canaries:
+        assert canary in served and canary.encode() in stored, canary
+    records = {r["symbol"]: r for r in json.loads(chunked.stdout) if r["path"] == "app/deploy.py"}
+    assert records["connect"]["signature"].startswith('def connect(host, password="«redacted:')
+    assert "«redacted:aws_access_key»" in records["notify"]["doc"]
+    assert records["notify"]["decorators"] and "«redacted:stripe_key»" in records["notify"]["decorators"][0]
+    assert b"def connect(host, password=" in stored and b"@retry(api_key=" in stored
+
+
+def test_a_secret_taken_out_of_a_file_leaves_the_disk_with_a_rebuild(indexed, tmp_path):
+    """Removed text (not a secret shape: what redaction missed) is in no file of the index after --rebuild."""
+    _root, env, _state, _probes, _canaries, _secrets = indexed
+    root = tmp_path / "small"
+    root.mkdir()
+    git(root, "init", "-q")
+    removed = "leakedInternalHostnameXq7"
+    (root / "a.py").write_text(f'def host():\n    return "{removed}"\n\n\ndef other():\n    return 2\n')
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "a")
+    env = {**env, "LOCALIDX_HOME": str(tmp_path / "state")}
+    assert _lx(root, env, "index", "-q").returncode == 0
+    assert removed.encode() in _disk(tmp_path / "state")  # the check can see it
+    (root / "a.py").write_text("def host():\n    return 'db.internal'\n\n\ndef other():\n    return 2\n")
+    assert _lx(root, env, "index", "-q").returncode == 0
+    assert removed.encode() in _disk(tmp_path / "state")  # an older version still holds it, for readers
+    assert _lx(root, env, "index", "-q", "--rebuild").returncode == 0
+    assert removed.encode() not in _disk(tmp_path / "state")
+    found = _lx(root, env, "search", "db.internal", "--json")
+    assert "a.py" in found.stdout  # the index still answers

@@ -1,0 +1,154 @@
+"""Trust: what a repository's own settings may do before and after the user trusts the file, the user's own
+config.toml, and where instructions templates may come from. (The same against real processes and a real listener:
+tests/test_hostile_repo.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from conftest import init_repo
+from localidx import trust
+from localidx.config import load_settings, revoke_repository, trust_report, trust_repository, trust_warning
+from localidx.errors import ConfigError
+from localidx.retrieve.profiles import load_profiles, template_text
+
+HOSTILE = '''summarize = true
+workers = 1024
+home = "/tmp/elsewhere"
+shared_index = "s3://bucket/idx"
+include_secret_files = true
+embed_model = "BAAI/bge-small-en-v1.5"
+max_tokens = 256
+[llm]
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "AWS_SECRET_ACCESS_KEY"
+'''
+
+
+def _repo(tmp_path: Path, toml: str, **more: str) -> Path:
+    return init_repo(tmp_path / "repo", {"a.py": "x = 1\n", ".localidx.toml": toml, **more})
+
+
+def test_an_untrusted_file_sets_what_reaches_nothing_and_nothing_else(tmp_path):
+    root = _repo(tmp_path, HOSTILE)
+    ignored: list = []
+    settings = load_settings(root, ignored=ignored)
+    assert settings.max_tokens == 256  # taken: it reaches nothing
+    assert (settings.summarize, settings.workers, settings.home, settings.shared_index, settings.llm_base_url,
+            settings.llm_api_key_env, settings.include_secret_files, settings.embed_model) == (
+        False, 0, "", "", "", "LOCALIDX_LLM_API_KEY", False, "static-minilm")
+    assert {i.name for i in ignored} == {"summarize", "workers", "home", "shared_index", "include_secret_files",
+                                         "embed_model", "llm_base_url", "llm_api_key_env"}
+    line = trust_warning(ignored, root)
+    assert line.count("\n") == 0 and "localidx trust" in line and str(root / ".localidx.toml") in line
+
+
+def test_a_bad_value_of_an_untrusted_setting_that_needs_trust_is_ignored_not_an_error(tmp_path):
+    root = _repo(tmp_path, 'workers = 4096\n[llm]\nbase_url = "ftp://x"\napi_key_env = "NOT A NAME"\n')
+    ignored: list = []
+    settings = load_settings(root, ignored=ignored)
+    assert settings.llm_base_url == "" and settings.workers == 0
+    assert [i.name for i in ignored] == ["workers", "llm_base_url", "llm_api_key_env"]
+    trust_repository(root)
+    with pytest.raises(ConfigError, match="workers must be an integer from 0 to 1,024"):  # trusted: checked
+        load_settings(root)
+    with pytest.raises(ConfigError, match="max_tokens"):  # a bad value of a setting it may set is still an error
+        load_settings(_repo(tmp_path / "b", "max_tokens = 'x'\n"))
+
+
+def test_within_the_cores_and_shipped_models_need_no_trust(tmp_path):
+    cores = os.cpu_count() or 1
+    root = _repo(tmp_path, f'workers = {cores}\nembed_threads = {cores}\nembed_model = "static-minilm[dim=128]"\n')
+    ignored: list = []
+    settings = load_settings(root, ignored=ignored)
+    assert (settings.workers, settings.embed_threads, settings.embed_model) == (cores, cores, "static-minilm[dim=128]")
+    assert ignored == []
+
+
+def test_trust_takes_the_file_as_it_is_and_an_edit_ends_it(tmp_path, isolated_config):
+    root = _repo(tmp_path, HOSTILE)
+    assert [e["state"] for e in trust_report(root)] == ["untrusted"]
+    trust_repository(root)
+    ignored: list = []
+    settings = load_settings(root, ignored=ignored)
+    assert ignored == [] and settings.summarize and settings.llm_base_url == "http://127.0.0.1:9/v1"
+    assert settings.workers == 1024 and settings.home == "/tmp/elsewhere"
+    record = trust.trust_path()
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600 and stat.S_IMODE(record.parent.stat().st_mode) == 0o700
+    assert str(root) not in str(record)  # recorded outside the repository
+    (root / ".localidx.toml").write_text(HOSTILE + "# one more line\n")
+    assert load_settings(root).llm_base_url == ""
+    assert [e["state"] for e in trust_report(root)] == ["changed"]
+    trust_repository(root)
+    revoke_repository(root)
+    assert load_settings(root).llm_base_url == "" and json.loads(record.read_text())["files"] == {}
+
+
+def test_pyproject_trust_is_of_its_localidx_table(tmp_path):
+    pyproject = '[project]\nname = "x"\nversion = "1"\n\n[tool.localidx]\nsummarize = true\n[tool.localidx.llm]\n' \
+                'base_url = "http://127.0.0.1:9/v1"\n'
+    root = init_repo(tmp_path / "repo", {"pyproject.toml": pyproject})
+    trust_repository(root)
+    assert load_settings(root).summarize
+    (root / "pyproject.toml").write_text(pyproject.replace('version = "1"', 'version = "2"'))
+    assert load_settings(root).summarize  # a new version is not a new localidx table
+    (root / "pyproject.toml").write_text(pyproject.replace("127.0.0.1:9", "198.51.100.7"))
+    assert not load_settings(root).summarize
+
+
+def test_the_users_own_config_file_sets_an_llm_for_every_repository(tmp_path, isolated_config):
+    isolated_config.mkdir(parents=True)
+    (isolated_config / "config.toml").write_text('[llm]\nbase_url = "http://127.0.0.1:8080/v1"\nmodel = "mine"\n')
+    plain = init_repo(tmp_path / "plain", {"a.py": "x = 1\n"})
+    hostile = _repo(tmp_path, '[llm]\nbase_url = "http://198.51.100.7/v1"\n')
+    assert load_settings(plain).llm_base_url == "http://127.0.0.1:8080/v1"
+    assert load_settings(hostile).llm_base_url == "http://127.0.0.1:8080/v1"  # not the repository's
+    assert load_settings(hostile, env={"LOCALIDX_LLM_MODEL": "other"}).llm_model == "other"  # the environment wins
+    (isolated_config / "config.toml").write_text("max_tokens = 'x'\n")
+    with pytest.raises(ConfigError, match="config.toml: max_tokens"):
+        load_settings(plain)
+
+
+def test_a_config_file_that_is_a_symlink_out_of_the_tree_is_not_read(tmp_path):
+    (tmp_path / "elsewhere.toml").write_text("max_tokens = 100\n")
+    root = init_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    os.symlink(tmp_path / "elsewhere.toml", root / ".localidx.toml")
+    assert load_settings(root).max_tokens == 384
+
+
+def test_templates_come_from_the_package_or_from_inside_the_tree(tmp_path):
+    root = init_repo(tmp_path / "repo", {"prompts/mine.md": "Mine: {{rawQuery}}\n", "a.py": "x = 1\n"})
+    (tmp_path / "outside.md").write_text("outside\n")
+    os.symlink(tmp_path / "outside.md", root / "prompts" / "escape.md")
+    os.symlink(root / ".git" / "config", root / "prompts" / "gitconfig.md")
+    warnings: list[str] = []
+    assert template_text("default", root, warnings).startswith("You are answering") and warnings == []
+    assert template_text("prompts/mine.md", root, warnings) == "Mine: {{rawQuery}}\n"
+    for name, why in (("/etc/passwd", "not a path inside"), ("../outside.md", "not a path inside"),
+                      ("prompts/../../outside.md", "not a path inside"), ("prompts/escape.md", "leads out"),
+                      ("prompts/gitconfig.md", "leads out"), (".git/config", "not a path inside"),
+                      ("/proc/self/environ", "not a path inside"), ("nosuch", "not found")):
+        warnings = []
+        text = template_text(name, root, warnings)
+        assert text.startswith("You are answering") and why in warnings[0], (name, warnings)
+
+
+def test_an_untrusted_file_may_name_package_templates_only(tmp_path):
+    toml = ('[profiles.balanced.generation]\ntemplate = "/etc/passwd"\n'
+            '[profiles.mine.generation]\ntemplate = "prompts/mine.md"\n'
+            '[profiles.plain.generation]\ntemplate = "default"\n')
+    root = _repo(tmp_path, toml)
+    profiles = load_profiles(root)
+    assert profiles["balanced"]["generation"]["template"] == "default"
+    assert profiles["mine"]["generation"]["template"] == "default"
+    assert profiles["plain"]["generation"]["template"] == "default"
+    ignored: list = []
+    load_settings(root, ignored=ignored)
+    assert [i.name for i in ignored] == ["profiles.balanced.generation.template", "profiles.mine.generation.template"]
+    trust_repository(root)
+    assert load_profiles(root)["mine"]["generation"]["template"] == "prompts/mine.md"
