@@ -205,7 +205,14 @@ class _CodeChunker:
             first_index = len(self.chunks)
             text_lines, numbers = text_lines[head:], numbers[head:]
             preferred = {i - head for i in preferred if i > head}
-        parts = split_lines(text_lines, self.settings.max_tokens, self.settings.overlap_lines, preferred)
+        self._emit_parts(base, text_lines, numbers, parent_chunk, preferred, numbered=True)
+        return first_index
+
+    def _emit_parts(self, base: Chunk, text_lines: list[str], numbers: Sequence[int], parent_chunk: int | None,
+                    preferred: set[int] | frozenset, numbered: bool) -> None:
+        """``base`` cut to the budget along ``preferred`` lines, each part a chunk (titled "part k/n" when
+        ``numbered``)."""
+        parts = split_lines(list(text_lines), self.settings.max_tokens, self.settings.overlap_lines, preferred)
         for k, part in enumerate(parts):
             chunk = _copy(base)
             chunk.text = part.text
@@ -213,10 +220,10 @@ class _CodeChunker:
             chunk.end_line = numbers[part.end - 1]
             chunk.chunk_index = k
             chunk.overlap_lines = part.overlap
-            chunk.title = f"{base.title} (part {k + 1}/{len(parts)})"
+            if numbered:
+                chunk.title = f"{base.title} (part {k + 1}/{len(parts)})"
             chunk.parent_index = parent_chunk
             self.chunks.append(chunk)
-        return first_index
 
     def _leading_comment(self, group: list[_Unit], text_lines: list[str], numbers: Sequence[int]) -> int:
         """How many of the text lines of an oversize group go to a chunk of their own before it: 0, unless the
@@ -245,16 +252,7 @@ class _CodeChunker:
         sym = self.symbols[group[0].symbol]
         base = Chunk(path=self.path, language=self.parsed.language, kind="module", start_line=numbers[0],
                      end_line=numbers[-1], text="", level=depth, title=f"comment above {sym.kind} {sym.qualified}")
-        parts = split_lines(list(text_lines), self.settings.max_tokens, self.settings.overlap_lines)
-        for k, part in enumerate(parts):
-            chunk = _copy(base)
-            chunk.text = part.text
-            chunk.start_line = numbers[part.start]
-            chunk.end_line = numbers[part.end - 1]
-            chunk.chunk_index = k
-            chunk.overlap_lines = part.overlap
-            chunk.parent_index = parent_chunk
-            self.chunks.append(chunk)
+        self._emit_parts(base, text_lines, numbers, parent_chunk, frozenset(), numbered=False)
 
     def _preferred_cuts(self, group: list[_Unit], numbers: Sequence[int]) -> set[int]:
         good_lines: set[int] = set()

@@ -561,25 +561,8 @@ DECLARATION_ROWS = 200  # chunks a name's keyword search reads for a declaration
 
 def _declaration_rows(table, name: str, where: str | None) -> list[dict]:
     """The chunks BM25 finds for ``name``, with their text (``ranking.declaration_rank`` reads it)."""
-    from lancedb.query import MatchQuery
-
-    from localidx.store.lance import FTS_COLUMN
-
-    text = bm25_query_text(name)
-    if not text:
-        return []
-    try:
-        builder = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
-        if where:
-            builder = builder.where(where, prefilter=True)
-        return builder.select([*CANDIDATE_COLUMNS, "symbol", "kind", "text", "_score"]).with_row_id(True) \
-            .limit(DECLARATION_ROWS).to_list()
-    except Exception as exc:  # noqa: BLE001 - the name lookup is an extra; the search has its answer
-        from localidx.store.index import storage_error
-
-        if storage_error(exc) is not None:
-            raise
-        return []
+    return _bm25_arm(table, name, where, DECLARATION_ROWS, required=False, columns=("symbol", "kind", "text"),
+                     quiet=True)
 
 
 def _with_file_support(scores: dict[tuple, float], rows: dict[tuple, dict]) -> dict[tuple, float]:
@@ -640,7 +623,11 @@ def bm25_query_text(query: str) -> str:
     return " ".join(words)
 
 
-def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool) -> list[dict]:
+def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool, columns: tuple = (),
+              quiet: bool = False) -> list[dict]:
+    """BM25's best ``fetch`` rows for ``query`` (``CANDIDATE_COLUMNS``, ``columns``, ``_score``, the row id). A
+    failure of the full-text index is a usage error when ``required``; else the other arm answers, with a warning
+    unless ``quiet`` (the name lookup's extra read)."""
     from lancedb.query import MatchQuery
 
     from localidx.store.lance import FTS_COLUMN
@@ -653,7 +640,7 @@ def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool) 
         builder = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
         if where:
             builder = builder.where(where, prefilter=True)
-        return builder.select([*CANDIDATE_COLUMNS, "_score"]).with_row_id(True).limit(fetch).to_list()
+        return builder.select([*CANDIDATE_COLUMNS, *columns, "_score"]).with_row_id(True).limit(fetch).to_list()
     except Exception as exc:  # noqa: BLE001 - any FTS failure is reported in one line or answered by the other arm
         from localidx.store.index import storage_error
 
@@ -662,7 +649,8 @@ def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool) 
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if required:
             raise UsageError(f"full-text search failed ({reason}); run `localidx index` to rebuild it") from None
-        log.warning("full-text search failed, answering from vectors only: %s", reason)
+        if not quiet:
+            log.warning("full-text search failed, answering from vectors only: %s", reason)
         return []
 
 
