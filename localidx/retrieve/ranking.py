@@ -54,8 +54,8 @@ MENTION_DECAY = 0.5  # the n-th further definition of that name counts this to t
 MENTIONED_DEFINITIONS = 3  # definitions of one mentioned name that gain
 MAX_MENTIONED = 3  # names of one question looked up
 COHERENCE = 0.5  # times the file's summed score over the best file's, to the file's best chunk
-COHERENCE_TOP = 8  # a file's best chunks that count in its sum (all: a long file's many weak matches won; peer
-#   +0.002, generated -0.005, the 108 hand-written questions R@1 -0.046)
+COHERENCE_TOP = 16  # a file's best chunks in its sum (all of them: the 108 hand-written questions R@1 -0.046, a
+#   long file's many weak matches outranked the one that answers; 8: Bash's one long script lost 0.06 on the peer set)
 PATH_WEIGHT = 1.5  # times the share of the question the path names (1.0 and 2.0: -0.002 to -0.004 on either set)
 UNNAMED_WEIGHT = 0.5  # a question's word no path names, in the share's whole, times the largest word weight
 MIN_PREFIX = 4  # a word and a path word match when the shorter (at least this long) begins the longer
