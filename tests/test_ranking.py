@@ -178,3 +178,27 @@ def test_a_name_declared_in_a_language_no_parser_reads_is_a_definition(make_repo
         assert first.text and first.title  # a whole match, read from the table like any other
     finally:
         index.close()
+
+
+def test_a_long_files_many_weak_matches_do_not_outrank_the_one_that_answers(make_repo, tmp_path, monkeypatch):
+    # A long module that mentions flags everywhere, and the one class that says which strings are true or false.
+    files = {
+        **_noise(),
+        "cli/types.py": (
+            "class BoolParam:\n"
+            "    \"\"\"Strings a boolean option accepts: yes, no, on, off, true, false, 1 and 0.\"\"\"\n\n"
+            "    def convert(self, text):\n"
+            "        return text.lower() in (\"yes\", \"on\", \"true\", \"1\")\n"
+        ),
+        "cli/core.py": "".join(
+            f"def flag_{n}(option):\n    \"\"\"Whether flag {n} is set.\"\"\"\n"
+            f"{PAD}{PAD}    return option.flags[{n}]\n\n" for n in range(120)),
+    }
+    index = _index(make_repo, tmp_path, files)
+    question = "which strings are accepted as true or false for boolean flags"
+    try:
+        assert search(index, question, k=3)[0].path == "cli/types.py"
+        monkeypatch.setattr(ranking, "COHERENCE_TOP", 1000)  # every match of a file counted
+        assert search(index, question, k=3)[0].path == "cli/core.py"
+    finally:
+        index.close()
