@@ -2,15 +2,13 @@
 
 The table is real in its text and synthetic in its vectors: rows are built by the indexer's own ``_row`` from real
 standard-library chunks (``chunk_file``), repeated under other paths (``v<copy>/<path>``, the path in the [META]
-header changed with it) until the size is reached, each with a seeded random 384-d unit vector. They are written
-through ``ChunkStore.replace_files`` in the indexer's batch size, into an ``Index`` opened over a tiny git repository in
-/tmp (``LOCALIDX_HOME`` under /tmp). The table grows from 10k to 100k; at each size ``ensure_indexes()`` is run and
+header changed with it) until the size is reached, each with a seeded random unit vector of the model's dimension.
+They are written through ``ChunkStore.replace_files`` in the indexer's batch size, into an ``Index`` opened over a
+tiny git repository in /tmp (``LOCALIDX_HOME`` under /tmp). The table grows from 10k to 100k; at each size ``ensure_indexes()`` is run and
 timed (the full-text index; at 100k also the IVF_HNSW_SQ ANN index, which starts at ``ANN_MIN_ROWS``), then ~50
 varied queries are timed per mode after warm-up queries: hybrid (the default linear fusion), bm25 only, vector only,
-and the query embedding alone; then a hybrid query step by step (snapshot, BM25 arm, query embedding, vector arm),
-and hybrid and vector again with the vector arm minus its ``vector IS NOT NULL`` prefilter (the proposed fix, patched
-in here only). Also printed: disk of the table dir (as written, after ``compact()``, and after a cleanup of every old
-version), ``ensure_indexes()`` repeated with nothing new (the first repeat may still merge index segments; the second
+and the query embedding alone; then a hybrid query step by step (snapshot, BM25 arm, query embedding, vector arm).
+Also printed: disk of the table dir (as written, after ``compact()``, and after a cleanup of every old version), ``ensure_indexes()`` repeated with nothing new (the first repeat may still merge index segments; the second
 is what every later indexing run pays), one ``set_vectors`` commit of 256 rows (the indexer's embedding commit), and
 the vector cache's ``cache_get`` at that many keys.
 
@@ -170,7 +168,7 @@ def grow(index, files: list[list[dict]], start: int, target: int, batch_rows: in
             copy, i = copy + 1, 0
         rows = _variant(files[i], copy)
         i += 1
-        vectors = rng.standard_normal((len(rows), 384)).astype(np.float32)
+        vectors = rng.standard_normal((len(rows), index.store.dim)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         for r, v in zip(rows, vectors):
             r["vector"] = v.tolist()
@@ -277,11 +275,11 @@ def main() -> None:
             marks = [time.perf_counter()]
             snap = index.store.snapshot()
             marks.append(time.perf_counter())
-            search_module._bm25_arm(snap, q, None, search_module.MIN_FETCH, required=False)
+            search_module._bm25_arm(snap, q, None, search_module.CANDIDATES, required=False)
             marks.append(time.perf_counter())
             vector = index.embedder.embed_query(q)
             marks.append(time.perf_counter())
-            search_module._vector_arm(snap, vector, None, search_module.MIN_FETCH)
+            search_module._vector_arm(snap, vector, None, search_module.CANDIDATES)
             marks.append(time.perf_counter())
             if q in QUERIES:
                 for (name, values), a, b in zip(stage_ms.items(), marks, marks[1:]):
@@ -289,28 +287,6 @@ def main() -> None:
         r["hybrid_stages_p50_ms"] = {name: percentile(v, 50) for name, v in stage_ms.items()}
         print("hybrid stages          p50 " + "   ".join(f"{name} {ms:.1f} ms" for name, ms in
                                                     r["hybrid_stages_p50_ms"].items()))
-
-        # The vector arm without its "vector IS NOT NULL" prefilter (rows without a vector are skipped by the
-        # vector search anyway): with an ANN index that filter makes every query read the whole vector column.
-        original_arm = search_module._vector_arm
-
-        def arm_without_null_filter(table, vector, where, fetch):
-            builder = table.search(vector, vector_column_name="vector").distance_type("cosine")
-            if where:
-                builder = builder.where(where, prefilter=True)
-            return builder.select([*search_module._COLUMNS, "_distance"]).limit(fetch).to_list()
-
-        search_module._vector_arm = arm_without_null_filter
-        try:
-            for label, mode in (("hybrid, no null filter", "hybrid"), ("vector, no null filter", "vector")):
-                times, cpu = time_queries(lambda q: search(index, q, k=10, mode=mode), QUERIES)
-                t = timings[label] = {"p50_ms": percentile(times, 50), "p95_ms": percentile(times, 95),
-                                      "max_ms": max(times), "cpu_ms_per_query": 1000 * cpu / len(times)}
-                print(f"{label:<22} p50 {t['p50_ms']:6.1f} ms   p95 {t['p95_ms']:6.1f} ms   "
-                      f"max {t['max_ms']:6.1f} ms   cpu {t['cpu_ms_per_query']:5.1f} ms/query   "
-                      f"(proposed _vector_arm, patched in here)")
-        finally:
-            search_module._vector_arm = original_arm
 
         # Nothing new: the first repeat may still merge index segments (optimize); the second is the steady cost.
         again = []
@@ -321,7 +297,7 @@ def main() -> None:
         r["ensure_again_s"], r["ensure_steady_s"] = again
         print(f"ensure_indexes    again with nothing new: {again[0]:.2f} s, then {again[1]:.2f} s (steady)")
         ids = table.search().select(["id"]).limit(256).to_arrow().column("id").to_pylist()
-        vecs = rng.standard_normal((len(ids), 384)).astype(np.float32)
+        vecs = rng.standard_normal((len(ids), index.store.dim)).astype(np.float32)
         t0 = time.perf_counter()
         index.store.set_vectors(ids, vecs)
         r["set_vectors_256_s"] = time.perf_counter() - t0
@@ -338,7 +314,7 @@ def main() -> None:
         t0 = time.perf_counter()
         for start in range(have, count, 20_000):
             part = keys[start : start + 20_000]
-            index.store.cache_put(part, rng.standard_normal((len(part), 384)).astype(np.float32))
+            index.store.cache_put(part, rng.standard_normal((len(part), index.store.dim)).astype(np.float32))
         r["cache_put_s"] = time.perf_counter() - t0
         probe = [keys[i] for i in rng.choice(count, 2000, replace=False)]
         t0 = time.perf_counter()

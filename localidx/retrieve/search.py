@@ -286,7 +286,8 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
         for parts in [] if names is not None else mentioned_names(query):
             defined = []
             for label, index, table in sources:
-                for rank, row in reading(index.paths, lambda: _definition_arm(table, NameQuery((parts,)), where)):
+                arm = lambda: _definition_arm(table, NameQuery((parts,)), where, text_if_parsed=False)  # noqa: E731
+                for rank, row in reading(index.paths, arm):
                     key = (label, row["id"])
                     if key not in rows:
                         rows[key] = row
@@ -458,11 +459,14 @@ def _title(report: str) -> str:
     return next((line.strip() for line in report.splitlines() if line.strip()), "")
 
 
-def _definition_arm(table, names: NameQuery, where: str | None) -> list[tuple[tuple, dict]]:
+def _definition_arm(table, names: NameQuery, where: str | None,
+                    text_if_parsed: bool = True) -> list[tuple[tuple, dict]]:
     """The chunks that define a name of ``names``, each with its rank key (``ranking.definition_rank``: lower
-    ranks first), the parsed definitions and those whose text declares the name (``ranking.declaration_rank``).
-    One definition a file and name: of a name defined in several chunks of a file (a symbol split in parts, a
-    function's methods or clauses, a type and its constructors), the first that matches best."""
+    ranks first), the parsed definitions and those whose text declares the name (``ranking.declaration_rank``;
+    with ``text_if_parsed`` false, only for a name no parsed symbol defines: a question's mentioned names, where the
+    text's keyword search was a third of a question's time). One definition a file and name: of a name defined in
+    several chunks of a file (a symbol split in parts, a function's methods or clauses, a type and its
+    constructors), the first that matches best."""
     from localidx.retrieve.transforms import data
     from localidx.store.lance import sql_str
 
@@ -483,7 +487,7 @@ def _definition_arm(table, names: NameQuery, where: str | None) -> list[tuple[tu
             file_key = (row["path"], parts)
             if file_key not in found or rank < found[file_key][0]:
                 found[file_key] = (rank, row)
-        for row in _declaration_rows(table, parts[-1], where):
+        for row in _declaration_rows(table, parts[-1], where) if text_if_parsed or not parsed else ():
             rank = declaration_rank(parts, names.wants, row) if row["id"] not in parsed else None
             file_key = (row["path"], parts)
             if rank is not None and (file_key not in found or rank < found[file_key][0]):
@@ -494,9 +498,9 @@ def _definition_arm(table, names: NameQuery, where: str | None) -> list[tuple[tu
 def _rows_naming(table, last: str, clause: str, where: str | None) -> list[dict]:
     """What ``clause`` (and ``where``) select of the pinned ``table`` for the name arm, with ``CANDIDATE_COLUMNS``,
     ``symbol``, ``kind`` and the row id: of the rows that can define the folded name ``last``, that is, whose
-    symbol's last component folds to it (the only rows ``ranking.definition_rank`` accepts). Without ``where``, the rows are
-    found through ``_SymbolMap`` and taken by row id, and the clause's two conditions are checked on them here;
-    scanning the symbol column with the clause took 75 ms a name query at 15k chunks."""
+    symbol's last component folds to it (the only rows ``ranking.definition_rank`` accepts). Without ``where``, the
+    rows are found through ``_SymbolMap`` and taken by row id, and the clause's two conditions are checked on them
+    here; scanning the symbol column with the clause took 75 ms a name query at 15k chunks."""
     columns = [*CANDIDATE_COLUMNS, "symbol", "kind"]
     if where:
         return table.search().where(f"({where}) AND {clause}").select(columns).with_row_id(True) \
