@@ -202,3 +202,28 @@ def test_a_long_files_many_weak_matches_do_not_outrank_the_one_that_answers(make
         assert search(index, question, k=3)[0].path == "cli/core.py"
     finally:
         index.close()
+
+
+def test_a_c_typedef_is_a_definition_and_a_forward_declaration_is_not(make_repo, tmp_path):
+    # A header behind an include guard whose typedefs name types without defining a struct, and CUDA sources (no
+    # grammar here: found in the text) where a struct is declared ahead in one file and defined in another.
+    files = {
+        "zutil.h": ("#ifndef ZUTIL_H\n#define ZUTIL_H\n\ntypedef unsigned char uch;\ntypedef uch FAR uchf;\n"
+                    "typedef unsigned short ush;\ntypedef ush FAR ushf;\ntypedef int (*alloc_func)(void *opaque);\n"
+                    "\n#endif\n"),
+        "inflate.c": "".join(f"static ushf *window{n}(alloc_func f) {{ return f(0); }}\n" for n in range(8)),
+        "kernels/launch.cu": ("struct FileMetaData;\n\n"
+                              "__global__ void scan(FileMetaData* meta, FileMetaData* into, int n);\n"
+                              "void launch(FileMetaData* meta) { scan<<<1, 32>>>(meta, meta, 32); }\n"),
+        "kernels/meta.cu": ("struct FileMetaData {\n" + "".join(f"  long field_{n};\n" for n in range(16)) + "};\n"
+                            + "".join(f"__device__ long step_{n}(long x) {{ return x + {n}; }}\n" for n in range(8))),
+    }
+    index = _index(make_repo, tmp_path, files)
+    try:
+        for name, path, line in (("ushf", "zutil.h", 7), ("alloc_func", "zutil.h", 8),
+                                 ("FileMetaData", "kernels/meta.cu", 1)):
+            first = search(index, name, k=3)[0]
+            assert (first.path, first.definition) == (path, True), name
+            assert first.start_line <= line <= first.end_line, name
+    finally:
+        index.close()
