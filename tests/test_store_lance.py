@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from localidx.store.lance import ChunkStore, chunk_schema, embed_key, glob_to_like, sql_in
+import localidx.store.lance as lance_store
+from localidx.store.lance import FTS_COLUMN, ChunkStore, chunk_schema, embed_key, glob_to_like, sql_in
 
 DIM = 4
 QUOTED = "lib/it's here/odd file.py"
@@ -58,6 +60,29 @@ def test_a_pinned_snapshot_keeps_reading_what_it_started_on(store):
     store.delete_paths(["a.py"])
     assert ids(reader) == {"a.py#one"}
     assert ids(store.snapshot()) == set()
+
+
+def test_a_query_pinned_on_a_long_standing_version_survives_the_compaction_after_the_next_write(store, monkeypatch):
+    # The version a query pins is the latest, which may be older than the grace period when the next write comes:
+    # compaction must not take its files away while the query reads.
+    from lancedb.query import MatchQuery  # not at the top: a test here imports this module and counts LanceDB's modules
+
+    monkeypatch.setattr(lance_store, "VERSIONS_KEPT_S", 1)
+    store.replace_files(["a.py", "b.py"], [row("a.py", "one"), row("b.py", "two")])
+    store.ensure_indexes()
+    time.sleep(1.5)  # the latest version has stood longer than the grace period
+    reader = store.snapshot()
+    store.replace_files(["a.py"], [row("a.py", "three")])
+    store.ensure_indexes()
+    store.compact()
+    assert ids(reader) == {"a.py#one", "b.py#two"}
+    found = reader.search(MatchQuery("one", FTS_COLUMN), query_type="fts").select(["id"]).limit(5).to_list()
+    assert [r["id"] for r in found] == ["a.py#one"]  # its full-text index too
+    time.sleep(1.5)  # once the next version has stood that long too, the old one goes
+    store.replace_files(["b.py"], [row("b.py", "four")])
+    store.compact()
+    versions = [v["version"] for v in store.table().list_versions()]
+    assert reader.version not in versions
 
 
 def test_a_path_with_a_quote_and_spaces_is_written_read_and_deleted(store):
