@@ -230,17 +230,10 @@ class Backend:
     def _indexed(self) -> bool:
         """Whether the work tree has an index: a daemon started for one that has none would index it all, unasked
         (its first job is a full pass)."""
-        from localidx.store.catalog import Catalog
+        from localidx.store.catalog import lists_files
         from localidx.store.paths import index_paths
 
-        path = index_paths(self.root, self.in_git, self.settings.home).catalog
-        if not path.exists():
-            return False
-        catalog = Catalog(path, create=False)
-        try:
-            return catalog.count() > 0
-        finally:
-            catalog.close()
+        return lists_files(index_paths(self.root, self.in_git, self.settings.home).catalog)
 
     def _daemon(self) -> Client | None:
         """A connection to the daemon this call goes to, or None: do the work here."""

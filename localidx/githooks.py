@@ -594,17 +594,10 @@ def _reindex(repo, root: Path, events: list[HookEvent], settings) -> None:
 
 
 def _has_index(root: Path, settings) -> bool:
-    from localidx.store.catalog import Catalog
+    from localidx.store.catalog import lists_files
     from localidx.store.paths import index_paths
 
-    path = index_paths(root, True, settings.home).catalog
-    if not path.exists():
-        return False
-    catalog = Catalog(path, create=False)
-    try:
-        return catalog.count() > 0
-    finally:
-        catalog.close()
+    return lists_files(index_paths(root, True, settings.home).catalog)
 
 
 class _RunnerLock:

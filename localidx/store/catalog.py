@@ -223,6 +223,18 @@ class Catalog:
         return self._db.execute("SELECT COUNT(*) FROM files WHERE skipped = ''").fetchone()[0]
 
 
+def lists_files(path: Path) -> bool:
+    """Whether the catalog at ``path`` exists and lists a file: the work tree has an index (read only; nothing is
+    created)."""
+    if not path.exists():
+        return False
+    catalog = Catalog(path, create=False)
+    try:
+        return catalog.count() > 0
+    finally:
+        catalog.close()
+
+
 def _redacted(problems: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
     from localidx.redact import redact
 
