@@ -87,8 +87,8 @@ def _real_password(value: str) -> bool:
     return not _is_placeholder(value) and "password" not in unquote(value).lower()
 
 
-def _basic_pair(value: str) -> tuple[str, str] | None:
-    """``value`` read as base64 of ``user:password`` (what HTTP Basic authentication sends), or None."""
+def _basic_decoded(value: str) -> str | None:
+    """``value`` decoded as base64 of ``user:password`` (what HTTP Basic authentication sends), or None."""
     import base64
     import binascii
 
@@ -96,20 +96,20 @@ def _basic_pair(value: str) -> tuple[str, str] | None:
         decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
-    user, colon, password = decoded.partition(":")
-    return (user, password) if colon and decoded.isprintable() else None
+    return decoded if ":" in decoded else None
 
 
 def _basic_placeholder(value: str) -> bool:
     """Whether ``value`` is base64 of ``user:password`` whose password is a placeholder (documentation's example)."""
-    pair = _basic_pair(value)
-    return pair is not None and _is_placeholder(pair[1])
+    decoded = _basic_decoded(value)
+    return decoded is not None and _is_placeholder(decoded.partition(":")[2])
 
 
 def _basic_credentials(value: str) -> bool:
     """Whether ``value`` is base64 of ``user:password`` with a real password."""
-    pair = _basic_pair(value)
-    return pair is not None and bool(pair[1]) and not _is_placeholder(pair[1])
+    decoded = _basic_decoded(value)
+    password = decoded.partition(":")[2] if decoded is not None else ""
+    return bool(password) and decoded.isprintable() and not _is_placeholder(password)
 
 
 _CLI_VALUE = r"""([^\s'"-][^\s'"]*|'[^'\r\n]+'|"[^"\r\n]+")"""  # a command-line word, bare or quoted
