@@ -764,6 +764,9 @@ def test_an_editor_style_atomic_save_is_picked_up_by_the_watcher(daemons):
 # -- many clients, large responses, the idle release, subscriptions ------------------------------------------
 
 
+LOAD_THREADS = 60  # well under the 150 idle connections a thread-per-connection daemon would hold
+
+
 def threads_of(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("Threads:"):
@@ -792,7 +795,6 @@ def test_200_clients_at_once_are_all_answered_and_idle_clients_hold_no_thread(da
     from concurrent.futures import ThreadPoolExecutor
 
     from localidx.client import connect
-    from localidx.daemon.server import WORKERS
 
     d = daemons
     pid = d.start()
@@ -811,8 +813,9 @@ def test_200_clients_at_once_are_all_answered_and_idle_clients_hold_no_thread(da
     answers = [raw.recv() for raw in clients]
     assert [a["id"] for a in answers] == list(range(200))
     assert all(a.get("result") == expected for a in answers)
-    # Bounded: the request workers, plus whatever fixed pools LanceDB starts on demand; not one per connection.
-    assert threads_of(pid) <= base + WORKERS + 10
+    # Bounded: the request workers, plus the pools LanceDB grows on demand under load (seen: up to 15 more
+    # threads on a 2-core machine); not one per connection, which would add at least the 150 idle ones.
+    assert threads_of(pid) - base < LOAD_THREADS, threads_of(pid) - base
     for raw in clients:
         raw.close()
 
@@ -822,7 +825,7 @@ def test_200_clients_at_once_are_all_answered_and_idle_clients_hold_no_thread(da
 
     with ThreadPoolExecutor(200) as pool:
         assert all(answer == expected for answer in pool.map(through_the_client, range(200)))
-    assert threads_of(pid) <= base + WORKERS + 10
+    assert threads_of(pid) - base < LOAD_THREADS, threads_of(pid) - base
     raw = idle[0]
     raw.send(b'ry", "params": {"query": "verify token", "k": 1}}\n')  # the half frame, finished much later
     assert raw.recv()["result"] == expected
