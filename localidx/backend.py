@@ -46,7 +46,6 @@ Invariants:
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from contextlib import closing
@@ -54,12 +53,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, get_args
 
+from localidx import lazylog
 from localidx.client import (Client, DaemonUnavailable, VersionMismatch, connect, connect_as_is, restart_reason,
                              start_in_background, stop_daemon)
 from localidx.config import Settings
 from localidx.errors import ConfigError, UsageError
 
-log = logging.getLogger(__name__)
+log = lazylog.getLogger(__name__)
 
 DaemonUse = Literal["start", "auto", "running", "never", "fallback"]
 DAEMON_USES: tuple[str, ...] = get_args(DaemonUse)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import errno
 import itertools
-import logging
 import os
 import signal
 import socket
@@ -32,12 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from localidx import lazylog
 from localidx import protocol
 from localidx.config import Settings
 from localidx.daemon import lifecycle
 from localidx.errors import LocalidxError, UsageError
 
-log = logging.getLogger(__name__)
+log = lazylog.getLogger(__name__)
 
 START_TIMEOUT_S = 60.0  # a daemon's start loads the index and the model before it listens
 RETRY_START_S = 300.0  # after a daemon failed to start, commands start none for this long (start_in_background)

@@ -16,19 +16,19 @@ walker that serves directories outside git.
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from localidx import lazylog
 from localidx.errors import LocalidxError
 
 if TYPE_CHECKING:
     import pathspec
     import pygit2
 
-log = logging.getLogger(__name__)
+log = lazylog.getLogger(__name__)
 
 _GITLINK = 0o160000  # pygit2.GIT_FILEMODE_COMMIT: an index entry for a submodule, not a file in this work tree
 _ATTRIBUTES_NAME = ".gitattributes"

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import time
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from localidx import lazylog
+
+log = lazylog.getLogger(__name__)
 
 CONFIG_DIR_ENV = "LOCALIDX_CONFIG_DIR"
 USER_CONFIG_NAME = "config.toml"

@@ -305,8 +305,8 @@ def test_a_search_with_no_daemon_answers_and_starts_one_for_the_next(daemons):
 
 HEAVY = ("lancedb", "pyarrow", "numpy", "pandas", "tree_sitter", "onnxruntime", "tokenizers", "pygit2", "pathspec")
 # Nor what only another command needs: the click CLI (localidx.console answers without it), discovery's filters,
-# starting a process.
-NOT_NEEDED = ("click", "localidx.cli", "localidx.discover.files", "subprocess")
+# starting a process, logging (nothing is logged on the way: localidx.lazylog).
+NOT_NEEDED = ("click", "localidx.cli", "localidx.discover.files", "subprocess", "logging")
 
 
 def test_a_search_through_the_daemon_imports_nothing_heavy(daemons):

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import socket
 import stat
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from localidx import lazylog
 from localidx import __version__
 from localidx.config import Settings
 from localidx.errors import ConfigError
@@ -44,7 +44,7 @@ from localidx.errors import ConfigError
 if TYPE_CHECKING:
     import subprocess
 
-log = logging.getLogger(__name__)
+log = lazylog.getLogger(__name__)
 
 STATUS_NAME = "daemon.json"
 FAILED_NAME = "daemon.failed"  # when the last start failed (the log says why); removed once a daemon listens

@@ -20,12 +20,13 @@ is tightened once. The per-user dir that holds indexes of directories outside gi
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from localidx import lazylog
+
+log = lazylog.getLogger(__name__)
 
 
 @dataclass(frozen=True)
