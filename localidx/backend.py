@@ -63,6 +63,7 @@ log = lazylog.getLogger(__name__)
 
 DaemonUse = Literal["start", "auto", "running", "never", "fallback"]
 DAEMON_USES: tuple[str, ...] = get_args(DaemonUse)
+REBUILD_REFUSED = "a daemon owns this index: stop it (`localidx daemon stop`) to --rebuild"
 CI_ENV = "CI"  # set by CI services (GitHub Actions, GitLab, ...): "auto" starts no daemon there
 
 REQUEST_TIMEOUT_S = 300.0  # a daemon's answer: a cold one loads the model first; a hung one must not hang us forever
@@ -113,14 +114,25 @@ class Backend:
         (``RunStats.to_dict()``), or ``{queued, full}`` when a daemon took it and ``wait`` is false.
 
         A daemon holds the write lock, runs the update itself and always embeds (``embed``, ``wait_s`` apply
-        in-process only); ``rebuild`` through a daemon is a UsageError. ``progress`` gets the indexer's events
-        in-process, and ``("daemon", pid=...)`` before a daemon is asked."""
+        in-process only); ``rebuild`` while a daemon serves the work tree is a UsageError, whatever its settings:
+        it is not restarted first (a daemon restarted with this command's settings would only be refused, and its
+        first job would be a full pass). ``progress`` gets the indexer's events in-process, and ``("daemon",
+        pid=...)`` before a daemon is asked."""
 
         def refuse_or_announce(hello: dict) -> None:
             if rebuild:
-                raise UsageError("a daemon owns this index: stop it (`localidx daemon stop`) to --rebuild")
+                raise UsageError(REBUILD_REFUSED)
             if progress is not None:
                 progress("daemon", pid=hello["pid"])
+
+        if rebuild and self.daemon != "never":
+            try:
+                with connect(self.root, self.in_git, self.settings, restart=False):
+                    raise UsageError(REBUILD_REFUSED)
+            except VersionMismatch:  # another version's or other settings' daemon: still this work tree's
+                raise UsageError(REBUILD_REFUSED) from None
+            except (DaemonUnavailable, ConfigError):  # none answers: the policy below decides
+                pass
 
         def here() -> dict:
             from localidx.indexer import run_index

@@ -119,6 +119,23 @@ def test_index_through_a_daemon_announces_it_and_refuses_a_rebuild(repo):
     assert queued.index(wait=False, reason="test") == {"queued": 0, "full": True} and queued.via == "daemon"
 
 
+@pytest.mark.parametrize("policy", ["running", "auto"])
+def test_a_rebuild_is_refused_by_a_daemon_of_other_settings_without_restarting_it(repo, capfd, policy):
+    """Found by indexing real repositories with another home while a search's daemon ran: the command restarted
+    the daemon with its own settings, then refused the rebuild, leaving a new daemon busy with a full pass."""
+    root, pids = repo
+    old = backend(root, "start").status()["daemon"]
+    pids.add(old["pid"])
+    (root / ".localidx.toml").write_text("daemon_release_s = 120\n")
+    capfd.readouterr()
+    with pytest.raises(UsageError) as refused:
+        backend(root, policy).index(rebuild=True)
+    assert str(refused.value) == REBUILD_REFUSED
+    assert "restarting" not in capfd.readouterr().err
+    assert lifecycle.pid_alive(old["pid"])
+    assert lifecycle.read_status(lifecycle.daemon_paths(root, True, load_settings(root)).status)["pid"] == old["pid"]
+
+
 def test_the_cli_policy_restarts_a_daemon_whose_settings_were_edited(repo):
     root, pids = repo
     old = backend(root, "start").status()["daemon"]
