@@ -76,7 +76,8 @@ def localidx_command() -> list[str]:
 
 def run_cli(args: list[str], cwd: Path, home: Path, log_dir: Path, tag: str) -> dict:
     """Run ``localidx ARGS`` in ``cwd`` with its index at ``home``; returns rc, wall time, peak RSS, stdout/stderr."""
-    env = {**os.environ, "LOCALIDX_HOME": str(home), "HF_HUB_OFFLINE": "1", "LOCALIDX": "1"}
+    # No daemon: each command does its own work (what is measured), and the rebuild's home is not a daemon's.
+    env = {**os.environ, "LOCALIDX_HOME": str(home), "HF_HUB_OFFLINE": "1", "LOCALIDX": "1", "LOCALIDX_DAEMON": "never"}
     env.pop("LOCALIDX_DEBUG", None)
     log_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = log_dir / f"{tag}.stdout", log_dir / f"{tag}.stderr"
@@ -257,6 +258,7 @@ def check_state(root: Path, state: dict, embedded: bool, found: Findings) -> Non
     from localidx.chunk.config import config_language
     from localidx.records import CODE_KINDS
     from localidx.config import load_settings
+    from localidx.discover.files import decode_source
     from localidx.redact import redact, redact_env
 
     records, rows = state["records"], state["rows"]
@@ -340,7 +342,7 @@ def check_state(root: Path, state: dict, embedded: bool, found: Findings) -> Non
             data = (root / p).read_bytes()
         except OSError:
             continue
-        text = data.decode("utf-8", errors="replace")
+        text = decode_source(data).text  # as localidx reads it: a byte-order mark is not a line's text
         red = (redact_env if config_language(p) == "dotenv" else redact)(text)[0]
         lines = [line[:-1] if line.endswith("\r") else line for line in red.split("\n")]
         chunks = [c for c in by_path.get(p, []) if c["kind"] not in ("summary", "error")]
