@@ -161,9 +161,8 @@ class Backend:
         def here() -> dict:
             from localidx.retrieve.search import search_response
 
-            with self._reading() as index:
-                return search_response(index, query, k=k, mode=mode, language=language, path_glob=path_glob,
-                                       kind=kind, files=files)
+            return self._read(lambda index: search_response(index, query, k=k, mode=mode, language=language,
+                                                            path_glob=path_glob, kind=kind, files=files))
 
         return self._call("search/query", search_params(query, k=k, mode=mode, language=language, path_glob=path_glob,
                                                         kind=kind, files=files), here)
@@ -178,9 +177,9 @@ class Backend:
         def here() -> dict:
             from localidx.retrieve.context import build_for_repository
 
-            with self._reading() as index:
-                return build_for_repository(index, query, settings=self.settings, language=language,
-                                            path_glob=path_glob, kind=kind, **options)
+            return self._read(lambda index: build_for_repository(index, query, settings=self.settings,
+                                                                 language=language, path_glob=path_glob, kind=kind,
+                                                                 **options))
 
         params = {"query": query, **{name: value for name, value in
                                      {**options, "lang": language, "path": path_glob, "kind": kind}.items()
@@ -293,6 +292,18 @@ class Backend:
         from localidx.daemon.lifecycle import daemon_paths
 
         return daemon_paths(self.root, self.in_git, self.settings)
+
+    def _read(self, action: Callable[[Any], dict]) -> dict:
+        """``action(index)`` on the work tree's index opened read-only; once more, on the new generation, when
+        another process's rebuild replaced the one it had opened while it read (``IndexSwitched``)."""
+        from localidx.errors import IndexSwitched
+
+        try:
+            with self._reading() as index:
+                return action(index)
+        except IndexSwitched:
+            with self._reading() as index:
+                return action(index)
 
     def _reading(self) -> closing:
         """The work tree's index opened read-only, closed when the ``with`` ends."""

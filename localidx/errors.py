@@ -43,5 +43,12 @@ class IndexNotReady(LocalidxError):
     exit_code = 2
 
 
+class IndexSwitched(IndexNotReady):
+    """A rebuild replaced the index generation this reader had opened, and dropped it, while it read: nothing is
+    damaged; the same read on the new generation answers (``Backend`` asks once more)."""
+
+    exit_code = 2
+
+
 NO_MATCH_EXIT = 1  # the command ran and found nothing (like grep and rg); `status`: nothing indexed yet
 INTERNAL_ERROR_EXIT = 3

@@ -234,6 +234,57 @@ def test_a_rebuild_is_built_beside_the_index_and_a_killed_one_changes_nothing(ma
     assert status(root)["state"] == "READY"
 
 
+def test_a_reader_whose_generation_a_rebuild_dropped_reads_the_new_one_and_marks_no_damage(make_repo, monkeypatch):
+    """Found by searching with no daemon while `index --rebuild` ran in another terminal: a search that had opened
+    the old generation, which an asked-for rebuild drops as soon as it switches, said "not indexed yet", or, caught
+    mid-read, called the index damaged and left the marker that makes the next `localidx index` rebuild it all."""
+    from localidx.backend import Backend
+    from localidx.errors import IndexDamaged, IndexSwitched
+    from localidx.retrieve.context import build_for_repository
+    from localidx.retrieve.search import search
+    from localidx.store import index as index_module
+
+    root = make_repo(FILES)
+    index_json(root)
+    settings = load_settings(root, {"embed_model": "fake", "home": str(state_dir(root))})
+    stale = open_index(root, True, settings, read_only=True)
+    pinned_before = stale.store.snapshot()
+    assert index_json(root, "--rebuild")["generation"] == stale.generation + 1  # another process's rebuild
+    try:
+        with pytest.raises(IndexSwitched, match="rebuilt while this command read it"):
+            search(stale, "invoice total")
+        with pytest.raises(IndexSwitched):
+            build_for_repository(stale, "invoice total", settings=settings)
+        try:  # a table pinned before the switch, read after it: its files are gone
+            search(stale, "invoice total", table=pinned_before)
+        except IndexSwitched:
+            pass
+        except IndexDamaged as exc:
+            pytest.fail(f"a rebuild's switch read as damage: {exc}")
+    finally:
+        stale.close()
+    assert index_module.damage_marked(stale.paths) is None
+
+    real_open, opened = index_module.open_index, []
+
+    def rebuilt_after_the_first_open(*args, **kwargs):
+        index = real_open(*args, **kwargs)
+        if not opened:  # between this reader's open and its read, another terminal rebuilds
+            index_json(root, "--rebuild")
+        opened.append(index.generation)
+        return index
+
+    monkeypatch.setattr(index_module, "open_index", rebuilt_after_the_first_open)
+    for ask in (lambda b: b.search("invoice total", k=3)["matches"],
+                lambda b: b.context("invoice total", max_tokens=800)["matches"]):
+        opened.clear()
+        found = ask(Backend(root, True, settings, "never"))
+        assert found and found[0]["path"] == "billing/invoice.py"
+        assert len(opened) == 2 and opened[1] == opened[0] + 1
+    assert index_module.damage_marked(stale.paths) is None
+    assert status(root)["state"] == "READY"
+
+
 def test_one_file_that_cannot_be_written_costs_that_file_only(make_repo, monkeypatch):
     root = make_repo({"good.py": "def fine():\n    return 1\n", "bad.py": "def broken():\n    return 2\n",
                       "also_good.py": "def also():\n    return 3\n"})

@@ -102,9 +102,11 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
 
     repo_name = (sources[0].name if len(sources) == 1 else ", ".join(s.name for s in sources)
                  or "the registered repositories")
+    from localidx.store.index import pinned
+
     ready = []
     for source in sources:
-        source.table = source.index.store.snapshot()
+        source.table = pinned(source.index)
         if source.table is not None:
             ready.append(source)
     if not ready:
@@ -477,7 +479,7 @@ def build_for_repository(index, query, **options) -> dict:
     from localidx.store.index import reading
 
     root = Path(index.paths.root)
-    return reading(index.paths, lambda: build_context([Source(root.name, index, root)], query, **options))
+    return reading(index, lambda: build_context([Source(root.name, index, root)], query, **options))
 
 
 def build_context_all_repos(query, *, profile=None, conversation_context=None, settings=None, language=None,

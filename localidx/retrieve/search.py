@@ -152,12 +152,15 @@ def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str |
     vector + (1 - weight) * BM25) or ``rrf``; None picks ``DEFAULT_FUSION`` / ``DEFAULT_VECTOR_WEIGHT``.
     ``language`` and ``kind`` match exactly; ``path_glob`` is a glob over the repository-relative path (without a
     ``/`` it matches a file or directory name anywhere). Raises ``UsageError`` for bad arguments (an empty query, or
-    one with no letters or digits to search for) and ``IndexNotReady`` when nothing is indexed. ``table``: a
+    one with no letters or digits to search for), ``IndexNotReady`` when nothing is indexed and ``IndexSwitched``
+    when a rebuild dropped the generation ``index`` was opened at. ``table``: a
     snapshot already pinned by the caller (the context pipeline reads one version for all its queries); None pins
     one here. ``fetch``: candidates per arm (default ``CANDIDATES``); fusion normalises each arm over what it
     fetched, so this changes scores too.
     """
-    table = table if table is not None else index.store.snapshot()
+    from localidx.store.index import pinned
+
+    table = table if table is not None else pinned(index)
     if table is None:
         raise IndexNotReady("this work tree is not indexed yet: run `localidx index` first")
     found = search_sources([("", index, table)], query, k=k, mode=mode, language=language, path_glob=path_glob,
@@ -224,7 +227,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
             if mode in ("hybrid", "bm25"):
                 for n, (text, _share) in enumerate(arms):
                     required = mode == "bm25" and n == 0
-                    for row in reading(index.paths, lambda: _bm25_arm(table, text, where, fetch, required=required)):
+                    for row in reading(index, lambda: _bm25_arm(table, text, where, fetch, required=required)):
                         key = (label, row["id"])
                         if key not in bm25_raws[n]:
                             bm25_raws[n][key] = float(row["_score"])
@@ -260,7 +263,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
         scores = _fusion.linear(vector, bm25, weight)
     if plan.frames and mode != "vector":
         for label, index, table in sources:
-            frames = reading(index.paths, lambda: _frame_arm(index, table, plan.frames, where))
+            frames = reading(index, lambda: _frame_arm(index, table, plan.frames, where))
             for chunk_id, (value, row) in frames.items():
                 key = (label, chunk_id)
                 rows.setdefault(key, row)
@@ -269,7 +272,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     if not plan.report and mode != "vector":
         words = question_words(query)
         for label, index, table in sources:
-            named = path_evidence(words, reading(index.paths, lambda: _path_index(index, table))) if words else {}
+            named = path_evidence(words, reading(index, lambda: _path_index(index, table))) if words else {}
             evidence.update(((label, path), share) for path, share in named.items())
     for key in scores:
         if plan.report:
@@ -287,7 +290,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
             defined = []
             for label, index, table in sources:
                 arm = lambda: _definition_arm(table, NameQuery((parts,)), where, text_if_parsed=False)  # noqa: E731
-                for rank, row in reading(index.paths, arm):
+                for rank, row in reading(index, arm):
                     key = (label, row["id"])
                     if key not in rows:
                         rows[key] = row
@@ -298,7 +301,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
         if ranking.PHRASE_WEIGHT and len(query.split()) >= 3:
             head = sorted(scores, key=lambda key: -scores[key])[:ranking.PHRASE_DEPTH]
             for label, index, table in sources:
-                reading(index.paths, lambda: _materialise(table, [rows[key] for key in head if key[0] == label],
+                reading(index, lambda: _materialise(table, [rows[key] for key in head if key[0] == label],
                                                           rows, label))
             phrases = {key: share for key in head if "text" in rows[key]
                        and (share := ranking.phrase_share(query, rows[key]["text"]))}
@@ -307,7 +310,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     if names is not None:
         defined: list[tuple] = []
         for label, index, table in sources:
-            for rank, row in reading(index.paths, lambda: _definition_arm(table, names, where)):
+            for rank, row in reading(index, lambda: _definition_arm(table, names, where)):
                 key = (label, row["id"])
                 rows.setdefault(key, row)
                 defined.append((rank, key))
@@ -320,7 +323,7 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     tables = {label: (index, table) for label, index, table in sources}
     for label in dict.fromkeys(key[0] for key in best):
         index, table = tables[label]
-        reading(index.paths, lambda: _materialise(table, [rows[key] for key in best if key[0] == label], rows, label))
+        reading(index, lambda: _materialise(table, [rows[key] for key in best if key[0] == label], rows, label))
     best = [key for key in best if "file_hash" in rows[key]]  # a row gone from the pinned version cannot be: kept safe
     staleness = {label: Staleness(index) for label, index in indexes.items()}
     # A hybrid search whose words the index holds is a real question: what its vector arm ranks among the words'
@@ -735,7 +738,7 @@ def _vector_arms(sources, text: str, where: str | None, fetch: int) -> list[tupl
         if id(embedder) not in query_vectors:
             query_vectors[id(embedder)] = embedder.embed_query(text)
         vector = query_vectors[id(embedder)]
-        out.append((label, reading(index.paths, lambda: _vector_arm(table, vector, where, fetch))))
+        out.append((label, reading(index, lambda: _vector_arm(table, vector, where, fetch))))
     return out
 
 

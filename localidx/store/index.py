@@ -7,7 +7,9 @@ number of the current one is in ``<worktree state>/generation`` (absent: 0, the 
 generations). A rebuild writes generation N+1 beside N, and only when it is written does the writer switch the
 pointer (one atomic rename), so searches keep answering from N while N+1 is built and a rebuild killed early leaves
 N as it was. Generation 0's files are ``catalog.sqlite`` and ``chunks_...``; generation N's ``catalog-gN.sqlite`` and
-``chunks_..._gN``. Readers follow the pointer each time they open.
+``chunks_..._gN``. Readers follow the pointer each time they open. An asked-for rebuild drops N as soon as it
+switches (no file keeps text the work tree no longer has), so a reader still on N may find it gone: that is
+``IndexSwitched`` (``switched``, ``pinned``, ``reading``), never damage, and the CLI reads again on N+1.
 
 **Damage.** ``diagnose`` checks the catalog and the table against each other without writing, and names each kind
 of damage in one line (``Damage.line``): a catalog that is not a database, a table that is missing or cannot be read,
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localidx.config import Settings
-from localidx.errors import IndexDamaged
+from localidx.errors import IndexDamaged, IndexSwitched
 
 if TYPE_CHECKING:
     from localidx.embed import Embedder
@@ -155,20 +157,42 @@ def storage_error(exc: BaseException) -> str | None:
     return None
 
 
-def reading(paths: IndexPaths, action):
-    """Run ``action()`` (a read of the table); LanceDB failing on its own files becomes ``IndexDamaged`` with the
-    remedy, and leaves the marker for the next writer."""
+SWITCHED = "the index was rebuilt while this command read it: run it again"
+
+
+def switched(index: Index) -> bool:
+    """Whether a rebuild has moved the work tree's index past the generation ``index`` was opened at (an asked-for
+    rebuild drops the old generation as soon as it switches, so such a reader may find its files gone)."""
+    return index.paths.generation() != index.generation
+
+
+def reading(index: Index, action):
+    """Run ``action()`` (a read of ``index``'s table). Any failure once a rebuild has replaced the generation being
+    read is ``IndexSwitched``: nothing is damaged. Else LanceDB failing on its own files becomes ``IndexDamaged``
+    with the remedy, and leaves the marker for the next writer."""
     try:
         return action()
-    except IndexDamaged:
+    except (IndexDamaged, IndexSwitched):
         raise
     except Exception as exc:
+        if switched(index):
+            raise IndexSwitched(SWITCHED) from None
         reason = storage_error(exc)
         if reason is None:
             raise
+        paths = index.paths
         mark_damaged(paths, f"a read of the chunk table failed: {reason}")
         raise IndexDamaged(f"the index at {paths.state} is damaged ({reason}); run `localidx index` to repair it") \
             from None
+
+
+def pinned(index: Index):
+    """``index``'s chunk table pinned at its latest version (``ChunkStore.snapshot``), read as ``reading`` reads;
+    None when nothing is indexed, ``IndexSwitched`` when a rebuild dropped the generation ``index`` was opened at."""
+    table = reading(index, index.store.snapshot)
+    if table is None and switched(index):
+        raise IndexSwitched(SWITCHED)
+    return table
 
 
 def diagnose(index: Index) -> list[Damage]:
