@@ -399,7 +399,9 @@ def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path
 _CONTEXT_OPTIONS = [
     click.option("--profile", default=None, help="Retrieval profile: balanced (default), conservative, aggressive, "
                  "legacy, or one of .localidx.toml's [profiles.*]."),
-    click.option("--max-tokens", type=int, default=None, help="Token budget of the context (clamped to 256..4000)."),
+    click.option("--max-tokens", type=int, default=None, help="The most tokens (cl100k) the pack may take: the "
+                 "instructions, question, code, file list and call relations together (200..128000; default: the "
+                 "profile's, 3000 in balanced)."),
     click.option("--top-k", type=int, default=None, help="Candidates kept from search (clamped to 1..40)."),
     click.option("--turn", "turns", multiple=True, help="An earlier turn of the conversation, oldest first; "
                  "repeat it. A follow-up question borrows their terms."),

@@ -19,7 +19,7 @@ from localidx.errors import UsageError
 from localidx.indexer import run_index
 from localidx.store.index import open_index
 from localidx.retrieve.context import RESPONSE_KEYS, build_for_repository
-from localidx.retrieve.merge import auto_merge, fit_budget
+from localidx.retrieve.merge import auto_merge, fit_pack
 
 TOKENS = '''"""Token helpers: signing and verification of session tokens."""
 import hashlib
@@ -241,14 +241,19 @@ def test_repository_profiles_override_and_add(own_repo):
 
 def test_guard_clamps_request_limits_with_warnings_and_a_structured_log_line(repo, caplog):
     with caplog.at_level(logging.INFO, logger="localidx.retrieve.guard"):
-        r = pack(repo, "verify token", top_k=500, max_tokens=10)
+        r = pack(repo, "verify token", top_k=500, max_tokens=256)
     assert "guard: topK 500 clamped to 40 (profile balanced)" in r["warnings"]
-    assert "guard: maxContextTokens 10 clamped to 256 (profile balanced)" in r["warnings"]
     logged = [json.loads(rec.getMessage()) for rec in caplog.records if rec.getMessage().startswith("{")]
     assert {"event": "guard.clamp", "profile": "balanced", "field": "topK", "requested": 500, "applied": 40} in logged
-    assert r["stats"]["tokens"] <= 256
+    assert r["stats"]["promptTokens"] <= 256 and r["stats"]["budget"] == 256
+    # A budget is honoured up to 128k tokens; past that it is lowered, and under the smallest pack it is refused
+    # (raising it would hand back more than was asked for).
     r = pack(repo, "verify token", max_tokens=99999)
-    assert "guard: maxContextTokens 99999 clamped to 4000 (profile balanced)" in r["warnings"]
+    assert not any("maxContextTokens" in w for w in r["warnings"]) and r["stats"]["budget"] == 99999
+    r = pack(repo, "verify token", max_tokens=500000)
+    assert "guard: maxContextTokens 500000 clamped to 128000 (profile balanced)" in r["warnings"]
+    with pytest.raises(UsageError, match="a token budget of 10 is too small"):
+        pack(repo, "verify token", max_tokens=10)
 
 
 def test_guard_clamps_profile_values_and_the_sanitizer_fixes_their_types(own_repo):
@@ -287,7 +292,11 @@ def test_every_key_of_the_package_profiles_reaches_the_pipeline_and_back():
 
 def test_a_long_question_is_said_to_be_cut_and_not_to_have_had_control_characters(repo):
     r = pack(repo, "verify token " + "a" * 40_000)
-    assert r["warnings"] == ["sanitize: the question cut to 32768 characters (it had 40013)"]
+    assert r["warnings"][0] == "sanitize: the question cut to 32768 characters (it had 40013)"
+    # In the prompt, the question takes at most half of the budget: the rest is for the code.
+    assert r["warnings"][1].startswith("the question was cut to its first ")
+    assert "(the rest of the question was cut to fit the token budget)" in r["instructions"]
+    assert r["stats"]["promptTokens"] <= 3000 and r["matches"]
     with_control = pack(repo, "verify\x00 token " + "a" * 40_000)
     assert "sanitize: control characters removed from the question" in with_control["warnings"]
 
@@ -333,17 +342,16 @@ def test_a_pasted_report_is_read_line_by_line_as_search_reads_it(repo):
 
 def test_the_pack_names_the_ranked_files_its_excerpts_leave_out_within_the_budget(repo):
     """A small pack holds few files: the files the search ranked but no excerpt comes from are named, a line each,
-    under the excerpts, and their tokens count in maxContextTokens."""
+    under the excerpts, and their tokens count in the budget, as everything the model receives does."""
     from localidx.tokens import count
 
-    r = pack(repo, "verify token signature secret session billing charge", max_tokens=300)
+    r = pack(repo, "verify token signature secret session billing charge", max_tokens=400, top_k=1)
     excerpted = {m["path"] for m in r["matches"]}
     others = [f["path"] for f in r["files"] if f["path"] not in excerpted]
     assert others, "the budget should leave some ranked file out of the excerpts"
     listed = r["augmentedPrompt"].split("Other files that match, best first (not excerpted):\n", 1)[1].splitlines()
-    assert [line.split(" ")[1].rsplit(":", 1)[0] for line in listed] == others
-    assert r["stats"]["fileListTokens"] > 0 and r["stats"]["tokens"] <= 300
-    assert count(r["augmentedPrompt"]) < 300 + count(r["rawQuery"]) + 40 * (len(r["matches"]) + 2)
+    assert [line.split(" ")[1].rsplit(":", 1)[0] for line in listed] == others[:len(listed)] and listed
+    assert count(r["instructions"]) == r["stats"]["promptTokens"] <= 400
 
 
 # -- query transforms and multi-query -----------------------------------------------------------------------------
@@ -576,14 +584,38 @@ def test_auto_merge_edge_cases():
     assert len(merged) == 1 and merged[0]["text"].count("line 6\n") == 1
 
 
-def test_budget_keeps_order_skips_what_does_not_fit_and_always_keeps_one():
-    small, large = _m("s", 1, 2), _m("l", 10, 400)
-    kept, stats = fit_budget([large, small], max_tokens=256)
-    assert [m["id"] for m in kept] == ["s"] and stats["dropped"] == 1
-    kept, stats = fit_budget([large], max_tokens=256)
+def _measure(matches, shown):
+    """A pack's size as the renderer counts it, simplified: 10 tokens of frame, 5 per excerpt, 1 per line of text
+    or relations, 2 per file line."""
+    return 10 + sum(5 + len(m["text"].splitlines()) + len((m.get("uses") or "").splitlines())
+                    for m in matches) + 2 * shown
+
+
+def test_the_budget_takes_hits_in_rank_order_then_files_then_relations_then_neighbours():
+    hits = [_m("h1", 1, 20), _m("h2", 30, 59), _m("h3", 70, 74)]
+    hits[0]["uses"] = "- a\n- b"
+    hits[0]["span_hash"] = "s1"
+    neighbour = dict(_m("n1", 21, 28), neighborOfSpanHash="s1", neighborStrategy="LINEAR")
+    # 10 + 25 (h1) + 35 (h2) + 10 (h3) = 80: all hits; then 3 file lines (6), h1's uses (2); the neighbour (13) not.
+    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 90)
+    assert [m["id"] for m in kept] == ["h1", "h2", "h3"] and shown == 3 and kept[0]["uses"] == "- a\n- b"
+    assert stats == {"promptTokens": 88, "dropped": 1, "truncated": False}
+    # Room for more: the neighbour comes right after its hit.
+    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 200)
+    assert [m["id"] for m in kept] == ["h1", "n1", "h2", "h3"] and stats["promptTokens"] <= 200
+    # A hit that does not fit is skipped; a smaller later one still comes in, before any file line.
+    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 55)
+    assert [m["id"] for m in kept] == ["h1", "h3"] and shown == 3 and stats["promptTokens"] <= 55
+
+
+def test_the_budget_cuts_the_best_hit_to_whole_lines_or_refuses():
+    kept, _shown, stats = fit_pack([_m("l", 10, 400)], [], 0, _measure, 100)
     assert len(kept) == 1 and kept[0]["truncated"] is True and stats["truncated"] is True
-    assert kept[0]["end_line"] < 400 and stats["tokens"] <= 256
-    assert fit_budget([], 256) == ([], {"tokens": 0, "dropped": 0, "truncated": False})
+    assert kept[0]["end_line"] == 10 + 85 - 1 and kept[0]["cut_from"] == 400 and stats["promptTokens"] == 100
+    assert kept[0]["text"].splitlines()[-1] == f"line {kept[0]['end_line']}"
+    with pytest.raises(UsageError, match="cannot hold the instructions, the question and one line"):
+        fit_pack([_m("l", 10, 400)], [], 0, _measure, 15)
+    assert fit_pack([], [], 0, _measure, 256) == ([], 0, {"promptTokens": 10, "dropped": 0, "truncated": False})
 
 
 def test_a_single_chunk_over_the_budget_is_cut_and_said(own_repo):
@@ -592,8 +624,11 @@ def test_a_single_chunk_over_the_budget_is_cut_and_said(own_repo):
     root, settings = own_repo({"big.py": source})
     r = configured_pack(root, settings, None, "enormous_accumulator", max_tokens=256)
     assert len(r["matches"]) >= 1 and r["matches"][0]["truncated"] is True
-    assert any("over maxContextTokens" in w for w in r["warnings"])
-    assert r["stats"]["tokens"] <= 256
+    assert any("over the token budget of 256" in w for w in r["warnings"])
+    assert r["stats"]["promptTokens"] <= 256
+    end = r["matches"][0]["end_line"]
+    assert (f"(excerpt cut after line {end} to fit the token budget; it runs to line {r['matches'][0]['cut_from']})"
+            in r["augmentedPrompt"]) and r["matches"][0]["cut_from"] > end
 
 
 def test_auto_merge_in_the_pipeline_reports_windows(own_repo):
