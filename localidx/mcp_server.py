@@ -243,9 +243,11 @@ def _tools(repo: Repository) -> list[Callable]:
         return context_pack(repo.context(**_context_options(rawQuery, profile, conversationContext, language, path,
                                                             kind, maxTokens)))
 
-    def index_status() -> dict[str, Any]:
+    def index_status() -> list[TextContent]:
         """The state of this repository's index (READY, STALE, EMPTY, INDEXING), what it holds, and its daemon."""
-        return repo.status()
+        import json
+
+        return [TextContent(type="text", text=json.dumps(repo.status(), ensure_ascii=False, separators=(",", ":")))]
 
     def rag_search_global(rawQuery: RawQuery, profile: Profile = None,
                           conversationContext: ConversationContext = None, language: Language = None,
@@ -267,16 +269,14 @@ def _tools(repo: Repository) -> list[Callable]:
     return [rag_search, rag_search_simple, rag_context, index_status, rag_search_global]
 
 
-SEARCH_TOOLS = ("rag_search", "rag_search_simple", "rag_search_global")
-TEXT_TOOLS = (*SEARCH_TOOLS, "rag_context")  # answered as text alone
 DAEMON_TOOLS = ("rag_search", "rag_search_simple", "rag_context", "index_status")
 
 
 def _closed_tool(fn: Callable) -> Tool:
     """The SDK's tool for ``fn``, with an argument model that refuses unknown arguments (``additionalProperties:
     false`` in the schema): a client passing ``topK`` hears that it is not accepted instead of being ignored."""
-    text = fn.__name__ in TEXT_TOOLS  # text alone, not a structured copy beside it
-    tool = Tool.from_function(fn, annotations=READ_ONLY, structured_output=not text,
+    # Text alone, never a structured copy beside it: an agent would pay for the answer twice.
+    tool = Tool.from_function(fn, annotations=READ_ONLY, structured_output=False,
                               description=(fn.__doc__ or "").strip() + (DAEMON_NOTE if fn.__name__ in DAEMON_TOOLS
                                                                         else ""))
     loose = tool.fn_metadata.arg_model

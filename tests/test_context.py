@@ -780,3 +780,81 @@ def test_all_repos_searches_every_registered_repository_and_labels_matches(make_
     pack_ = json.loads(_cli(second, "context", "verify token signature", "--all-repos", "--json").stdout)
     assert pack_["matches"][0]["repo"] == "auth-service"
     assert "auth-service:src/auth/tokens.py:" in pack_["augmentedPrompt"]
+
+
+# -- the budget as a user counts it -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def code_repo(tmp_path_factory):
+    """localidx's own retrieval modules as a repository, indexed with the shipped static model (whose similarity
+    floor tells nonsense from a question), through the real CLI without a daemon."""
+    import shutil
+
+    base = tmp_path_factory.mktemp("budget")
+    root = base / "code"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "localidx" / "retrieve", root / "retrieve",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    env = {"LOCALIDX_EMBED_MODEL": "static-minilm", "LOCALIDX_HOME": str(base / "home"), "LOCALIDX_WATCH": "0",
+           "LOCALIDX_REGISTRY": str(base / "registry.json"), "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
+    proc = _cli(root, "index", "-q", "--no-daemon", env=env)
+    assert proc.returncode == 0, proc.stderr
+    return root, env
+
+
+@pytest.mark.parametrize("budget", [500, 1000, 3000, 16000])
+def test_the_printed_pack_is_within_max_tokens_counted_as_a_model_counts(code_repo, budget):
+    # Before: 800 printed 1,475 tokens, 2,000 printed 3,561 (the stats said 1,946: the excerpts alone), 8,000 was
+    # lowered to 4,000, and every budget under 1,600 warned that auto-merge was skipped.
+    from localidx.tokens import count
+
+    root, env = code_repo
+    question = "how is the context pack cut to the token budget"
+    proc = _cli(root, "context", question, "--max-tokens", str(budget), "--no-daemon", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert count(proc.stdout) <= budget and proc.stderr == ""
+    data = json.loads(_cli(root, "context", question, "--max-tokens", str(budget), "--no-daemon", "--json",
+                           env=env).stdout)
+    assert count(data["instructions"]) == data["stats"]["promptTokens"] <= budget
+    assert data["stats"]["budget"] == budget and data["matches"][0]["path"].startswith("retrieve/")
+    assert count(data["augmentedPrompt"] + "\n") <= budget
+    if budget == 3000:
+        assert count(proc.stdout) > budget * 0.8  # filled: the best hits, then their context
+
+
+def test_nonsense_gives_no_pack_and_exit_1_as_search_does(code_repo):
+    # Before: `context nonsensequxzz` printed 12 matches and exited 0 where `search` said "no matches".
+    root, env = code_repo
+    search = _cli(root, "search", "nonsensequxzz", "--no-daemon", env=env)
+    assert search.returncode == 1 and "no matches" in search.stderr
+    proc = _cli(root, "context", "nonsensequxzz", "--no-daemon", env=env)
+    assert proc.returncode == 1 and "no matches for this question" in proc.stderr
+    proc = _cli(root, "context", "nonsensequxzz", "--no-daemon", "--json", env=env)
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and data["noResults"] is True and data["matches"] == []
+    assert data["noResultsReason"] == "CONTEXT_NOT_FOUND"
+
+
+def test_a_budget_too_small_for_any_pack_is_one_line_and_exit_2(code_repo):
+    root, env = code_repo
+    proc = _cli(root, "context", "token budget", "--max-tokens", "50", "--no-daemon", env=env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "localidx: error: a token budget of 50 is too small: a context pack needs at least 200 tokens (the "
+        "instructions, the question and some code)"]
+
+
+def test_a_split_function_never_joins_a_window_of_other_code():
+    # Before: `class ClientSession` came in a window that started 234 lines into the function above it, whose last
+    # part touched the class's first line.
+    tail = dict(_m("run_part3", 100, 340), title="function run (part 3/3)", symbol="run")
+    cls = dict(_m("ClientSession", 341, 360, kind="class"), title="class ClientSession", symbol="ClientSession")
+    assert [m["id"] for m in auto_merge([cls, tail], 4000)[0]] == ["ClientSession", "run_part3"]
+    parts = [dict(_m("p2", 50, 99), title="function run (part 2/3)", symbol="run"), tail]
+    merged = auto_merge(parts, 4000)[0]
+    assert len(merged) == 1 and merged[0]["merged_chunk_ids"] == ["p2", "run_part3"]  # one function's parts join
+    whole = [dict(_m("f", 1, 10)), dict(_m("g", 12, 20))]
+    assert len(auto_merge(whole, 4000)[0]) == 1  # whole functions a blank line apart still do

@@ -406,7 +406,9 @@ class Renderer:
         from localidx.retrieve.merge import count_tokens
 
         prompt, instructions = self.render(matches, shown)
-        return max(count_tokens(instructions), count_tokens(prompt))
+        # Counted as printed, with the line break after it (``localidx context`` prints the prompt, ``ask`` the
+        # instructions): a break may add a token.
+        return max(count_tokens(instructions + "\n"), count_tokens(prompt + "\n"))
 
 
 def _response(matches, params, profile, raw_query, question, analysis, sub_queries, applied, warnings, render,
