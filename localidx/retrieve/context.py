@@ -11,14 +11,20 @@ Stages, in order; each is switchable by the profile and each one that runs is na
    translated by the configured LLM (without one it runs as is, with a warning);
 4. ``search:hybrid``       the question's hybrid search; ``multi-query`` sub-queries from identifiers, quoted
    phrases and keywords (``transforms.sub_queries``; ``multi-query:llm`` adds LLM rewrites), merged in sub-query
-   order and de-duplicated by content hash, each extra match naming its ``generatedBySubQuery``;
+   order and de-duplicated by content hash, each extra match naming its ``generatedBySubQuery``; only what the
+   search counts as found (``guard.found``, the rule ``search`` shows by): nonsense gives ``noResults``;
 5. ``rerank:code-aware``   the head of the list (``rerank``);
-6. ``neighbors:<STRATEGY>`` neighbour expansion (``expand``);
-7. ``auto-merge``          adjacent chunks of a file merged into windows (``merge``);
-8. ``context-budget``      cut to ``maxContextTokens``, keeping at least one match.
-Then every match gets its ``uses`` / ``used_by`` lists (call relations), and the response is assembled: the
-``augmentedPrompt`` (the question and the numbered context with ``path:lines`` citations) and the ``instructions``
-(a template with ``{{rawQuery}}``, ``{{repoName}}``, ``{{locale}}``, ``{{augmentedPrompt}}``).
+6. ``neighbors:<STRATEGY>`` neighbour expansion (``expand``): candidates for the room the hits leave;
+7. ``context-budget``      the whole rendered pack within ``maxContextTokens`` (``merge.fit_pack``): the hits in
+   rank order first, then the other files' names, the hits' ``uses`` / ``used_by`` lists, the neighbours last;
+8. ``auto-merge``          adjacent excerpts of a file merged into windows (``merge``), kept only when the merged
+   pack still fits.
+Every match gets its ``uses`` / ``used_by`` lists (call relations) before the budget, which keeps those that fit.
+The response holds the ``augmentedPrompt`` (the question and the numbered context with ``path:start-end``
+citations) and the ``instructions`` (a template with ``{{rawQuery}}``, ``{{repoName}}``, ``{{locale}}``,
+``{{augmentedPrompt}}``): ``instructions`` is the whole message a model receives, and ``stats.promptTokens``, its
+cl100k count, is never over the budget (``stats.budget``). Room for the answer is not taken from the budget:
+``localidx ask`` keeps it in the model's window (``answerReserveTokens``).
 
 The response has the same shape everywhere (``localidx context --json``, the socket's ``context/build``, the MCP
 tools); ``RESPONSE_KEYS`` lists its members.
@@ -403,12 +409,10 @@ class Renderer:
     def measure(self, matches: list[dict], shown: int) -> int:
         """The cl100k count of the larger of the two texts (``instructions`` holds the prompt unless a custom
         template leaves it out)."""
-        from localidx.retrieve.merge import count_tokens
-
         prompt, instructions = self.render(matches, shown)
         # Counted as printed, with the line break after it (``localidx context`` prints the prompt, ``ask`` the
         # instructions): a break may add a token.
-        return max(count_tokens(instructions + "\n"), count_tokens(prompt + "\n"))
+        return max(_count(instructions + "\n"), _count(prompt + "\n"))
 
 
 def _response(matches, params, profile, raw_query, question, analysis, sub_queries, applied, warnings, render,
@@ -418,9 +422,7 @@ def _response(matches, params, profile, raw_query, question, analysis, sub_queri
             match.pop(key, None)
     prompt, instructions = render.render(matches, shown, warnings)
     missing = missing_terms(analysis, matches)
-    from localidx.retrieve.merge import count_tokens
-
-    stats = dict(stats, matches=len(matches), promptTokens=max(count_tokens(instructions), count_tokens(prompt)),
+    stats = dict(stats, matches=len(matches), promptTokens=max(_count(instructions), _count(prompt)),
                  timingsMs=clock.laps, totalMs=clock.total())
     stats["tokens"] = stats["promptTokens"]
     return {
@@ -523,6 +525,17 @@ def missing_terms(analysis: transforms.Analysis, matches: list[dict]) -> list[st
         if last and last not in haystack:
             missing.append(ident)
     return missing
+
+
+def _count(text: str) -> int:
+    """A whole pack's cl100k tokens (``tokens.count_once``: packs are large and seen once); when tiktoken cannot be
+    loaded, its UTF-8 bytes, a bound from above (every token is at least a byte), so the budget still holds."""
+    try:
+        from localidx.tokens import count_once
+
+        return count_once(text)
+    except Exception:  # noqa: BLE001 - tiktoken missing or its data unreadable
+        return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _one_line(exc: BaseException) -> str:
