@@ -207,6 +207,8 @@ def search_answer(response: dict, query: str, detail: str = "brief") -> list[Tex
                                                                                   terms)]}
             if m.get("repo"):
                 brief = {"repo": m["repo"], **brief}
+            if m.get("index"):
+                brief["index"] = m["index"]  # rag_search_global: "local" or "shared" (the org index)
             matches.append(brief)
         answer = {"rawQuery": response.get("rawQuery", query), "matches": matches,
                   "warnings": response.get("warnings", []), "noResults": response.get("noResults", not matches),

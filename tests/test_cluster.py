@@ -326,7 +326,7 @@ def test_a_laptop_reads_the_shared_index_and_prefers_its_own_work_tree(org, tmp_
         async with mcp.Client(create_server(laptop, True)) as client:
             result = await client.call_tool("rag_search_global", {"rawQuery": "shipping quote for a parcel zone"})
             assert not result.is_error
-            return result.structured_content
+            return json.loads(result.content[0].text)
 
     found = asyncio.run(ask())
     assert found["matches"][0]["repo"] == "gamma@shared" and found["matches"][0]["index"] == "shared"

@@ -202,10 +202,10 @@ async def test_an_mcp_session_in_an_untrusted_repository_reaches_nothing(world):
     params = StdioServerParameters(command=sys.executable, args=["-m", "localidx", "mcp"], cwd=str(world.root),
                                    env=world.env)
     async with mcp.Client(params, read_timeout_seconds=180) as client:
-        status = (await client.call_tool("index_status", {})).structured_content
-        pack = (await client.call_tool("rag_context", {
+        status = json.loads((await client.call_tool("index_status", {})).content[0].text)
+        answer = await client.call_tool("rag_context", {
             "rawQuery": "¿dónde se verifica el token?", "conversationContext": ["we talked about sessions"]})
-        ).structured_content
+        pack = {"instructions": answer.content[0].text, **json.loads(answer.content[1].text)}
         found = await client.call_tool("rag_search", {"rawQuery": "verify token", "profile": "aggressive",
                                                       "detail": "full"})
     text = json.dumps(status) + json.dumps(pack) + "".join(getattr(b, "text", "") for b in found.content)
