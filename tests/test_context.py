@@ -585,34 +585,38 @@ def test_auto_merge_edge_cases():
 
 
 def _measure(matches, shown):
-    """A pack's size as the renderer counts it, simplified: 10 tokens of frame, 5 per excerpt, 1 per line of text
-    or relations, 2 per file line."""
-    return 10 + sum(5 + len(m["text"].splitlines()) + len((m.get("uses") or "").splitlines())
-                    for m in matches) + 2 * shown
+    """A pack's size as the renderer counts it, simplified: 10 tokens of frame, 5 per excerpt, its text's and
+    relations' cl100k tokens, 2 per file line."""
+    from localidx.tokens import count
+
+    return 10 + sum(5 + count(m["text"]) + count(m.get("uses") or "") for m in matches) + 2 * shown
 
 
 def test_the_budget_takes_hits_in_rank_order_then_files_then_relations_then_neighbours():
-    hits = [_m("h1", 1, 20), _m("h2", 30, 59), _m("h3", 70, 74)]
-    hits[0]["uses"] = "- a\n- b"
+    hits = [_m("h1", 1, 20), _m("h2", 30, 59), _m("h3", 70, 74)]  # 84, 124 and 24 tokens with their frames
+    hits[0]["uses"] = "- a\n- b"  # 5 tokens
     hits[0]["span_hash"] = "s1"
-    neighbour = dict(_m("n1", 21, 28), neighborOfSpanHash="s1", neighborStrategy="LINEAR")
-    # 10 + 25 (h1) + 35 (h2) + 10 (h3) = 80: all hits; then 3 file lines (6), h1's uses (2); the neighbour (13) not.
-    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 90)
+    neighbour = dict(_m("n1", 21, 28), neighborOfSpanHash="s1", neighborStrategy="LINEAR")  # 36
+    # 10 + 84 + 124 + 24 = 242: all hits; then 3 file lines (6), h1's uses (5); the neighbour (36) not.
+    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 255)
     assert [m["id"] for m in kept] == ["h1", "h2", "h3"] and shown == 3 and kept[0]["uses"] == "- a\n- b"
-    assert stats == {"promptTokens": 88, "dropped": 1, "truncated": False}
+    assert stats == {"promptTokens": 253, "dropped": 1, "truncated": False}
     # Room for more: the neighbour comes right after its hit.
-    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 200)
-    assert [m["id"] for m in kept] == ["h1", "n1", "h2", "h3"] and stats["promptTokens"] <= 200
+    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 400)
+    assert [m["id"] for m in kept] == ["h1", "n1", "h2", "h3"] and stats["promptTokens"] == 289
     # A hit that does not fit is skipped; a smaller later one still comes in, before any file line.
-    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 55)
-    assert [m["id"] for m in kept] == ["h1", "h3"] and shown == 3 and stats["promptTokens"] <= 55
+    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 130)
+    assert [m["id"] for m in kept] == ["h1", "h3"] and shown == 3 and stats["promptTokens"] == 129
 
 
 def test_the_budget_cuts_the_best_hit_to_whole_lines_or_refuses():
+    from localidx.tokens import count
+
     kept, _shown, stats = fit_pack([_m("l", 10, 400)], [], 0, _measure, 100)
-    assert len(kept) == 1 and kept[0]["truncated"] is True and stats["truncated"] is True
-    assert kept[0]["end_line"] == 10 + 85 - 1 and kept[0]["cut_from"] == 400 and stats["promptTokens"] == 100
-    assert kept[0]["text"].splitlines()[-1] == f"line {kept[0]['end_line']}"
+    cut = kept[0]
+    assert len(kept) == 1 and cut["truncated"] is True and stats["truncated"] is True and cut["cut_from"] == 400
+    assert cut["text"].splitlines()[-1] == f"line {cut['end_line']}" and 10 < cut["end_line"] < 400
+    assert stats["promptTokens"] <= 100 < 15 + count(cut["text"] + f"\nline {cut['end_line'] + 1}")
     with pytest.raises(UsageError, match="cannot hold the instructions, the question and one line"):
         fit_pack([_m("l", 10, 400)], [], 0, _measure, 15)
     assert fit_pack([], [], 0, _measure, 256) == ([], 0, {"promptTokens": 10, "dropped": 0, "truncated": False})

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 MAX_GAP = 2  # blank lines (or lines of chunks not in the list) a merge may bridge
 RELATION_KEYS = ("uses", "used_by")
+_SLACK = 8  # tokens a text may lose when rendered among others (a line break merged into the fence line)
 _PART = re.compile(r"\(part \d+(?:/\d+)?\)\s*$")
 
 
@@ -199,11 +200,16 @@ def fit_pack(hits: list[dict], neighbours: list[dict], files: int, measure: Meas
     else:
         kept.append(_cut_to(first, lambda m: measure([m], 0) <= budget, budget))
         truncated = True
+    used = measure(kept, 0)
     for hit in bare[1:]:
-        if measure(kept + [hit], 0) <= budget:
+        # A hit's own text is (about) the least it adds: one whose text alone is over what is left is not rendered.
+        if used + _tokens(hit) - _SLACK > budget:
+            continue
+        tokens = measure(kept + [hit], 0)
+        if tokens <= budget:
             kept.append(hit)
+            used = tokens
 
-    shown = 0
     low, high = 0, files  # the most file lines that fit (the count grows with the lines)
     while low < high:
         mid = (low + high + 1) // 2
@@ -212,15 +218,20 @@ def fit_pack(hits: list[dict], neighbours: list[dict], files: int, measure: Meas
         else:
             high = mid - 1
     shown = low
+    used = measure(kept, shown)
 
     lists = {hit["id"]: relations[n] for n, hit in enumerate(hits)}
     for i in range(len(kept)):
         for key, text in lists.get(kept[i]["id"], {}).items():
             if not text:
                 continue
+            if used + count_tokens(text) - _SLACK > budget:
+                continue
             trial = dict(kept[i], **{key: text})
-            if measure(kept[:i] + [trial] + kept[i + 1:], shown) <= budget:
+            tokens = measure(kept[:i] + [trial] + kept[i + 1:], shown)
+            if tokens <= budget:
                 kept[i] = trial
+                used = tokens
 
     by_span = {}
     for match in kept:
@@ -230,14 +241,17 @@ def fit_pack(hits: list[dict], neighbours: list[dict], files: int, measure: Meas
         anchor = neighbour.get("neighborOfSpanHash")
         if (neighbour.get("repo"), anchor) not in by_span:
             continue
+        if used + _tokens(neighbour) - _SLACK > budget:
+            continue
         hit_id = by_span[(neighbour.get("repo"), anchor)]
         at = max(n for n, m in enumerate(kept) if m["id"] == hit_id or (m.get("neighborOfSpanHash") == anchor
                                                                         and m.get("repo") == neighbour.get("repo"))) + 1
         trial = kept[:at] + [neighbour] + kept[at:]
-        if measure(trial, shown) <= budget:
+        tokens = measure(trial, shown)
+        if tokens <= budget:
             kept = trial
-    tokens = measure(kept, shown)
-    return kept, shown, {"promptTokens": tokens, "dropped": len(hits) + len(neighbours) - len(kept),
+            used = tokens
+    return kept, shown, {"promptTokens": used, "dropped": len(hits) + len(neighbours) - len(kept),
                          "truncated": truncated}
 
 
