@@ -30,8 +30,9 @@ Invariants:
 - Agents pay for every byte: every answer says each thing once, as text (no structured copy beside it); a search
   answer is one compact JSON text, brief by default (``BRIEF_MATCHES`` matches, their location and a few matching
   lines: about 1,000 cl100k tokens), the code itself only on request (``detail: "full"``); the prompt built from
-  it comes only from ``rag_context``, once, and never over its ``maxTokens`` (its JSON line adds about 40). The first per-repository call starts the work tree's daemon, which outlives the session until it
-  has been idle for ``daemon_idle_s``; the tools' descriptions say so.
+  it comes only from ``rag_context``, once, and never over its ``maxTokens`` (its JSON line adds about 25). The
+  first per-repository call starts the work tree's daemon, which outlives the session until it has been idle for
+  ``daemon_idle_s``; the tools' descriptions say so.
 - Text enters as valid Unicode: a frame's lone surrogate escapes (``"\\ud83d"``, a string cut inside an emoji) are
   replaced before the SDK parses it (its parser refuses them and answers nothing, so the client would hang), and
   tool arguments go through ``localidx.text.valid_text``.

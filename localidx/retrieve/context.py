@@ -475,7 +475,8 @@ def augmented_prompt(question: str, matches: list[dict], repo_name: str, files=(
         parts.append(match.get("text") or "")
         parts.append(fence)
         if match.get("truncated"):
-            where = f"inside line {match['end_line']}" if match.get("cut_in_line") else f"after line {match['end_line']}"
+            end = match["end_line"]
+            where = f"inside line {end}" if match.get("cut_in_line") else f"after line {end}"
             parts.append(f"(excerpt cut {where} to fit the token budget; it runs to line "
                          f"{match.get('cut_from') or '?'})")
         if match.get("uses"):
