@@ -6,7 +6,8 @@ the other so that both see the same load: semble's ``SembleIndex.search(q, top_k
 localidx's ``search_response(index, q, k=10)`` on an index opened once, as the daemon answers, with the in-memory
 copy (``store/hot.py``) and without it (``LOCALIDX_HOT=0``, the LanceDB path), and ``localidx search --json -k 10``
 through the CLI's entry point in this process (settings, index opening and JSON output included). Printed: p50 / p95
-per variant and the ratios to semble.
+of wall time per variant, the p50 of CPU time (the process's, all threads: on a machine others load, wall time is
+mostly waiting for a core), and their ratios to semble's.
 
 semble reads a model2vec model. Without access to a model hub, ``--semble-model`` is a directory in model2vec's
 format made from localidx's own static-minilm table (the same tokenizer and dimension, 256, as semble's default
@@ -62,9 +63,10 @@ index = SembleIndex.from_path(root, model_path=model)
 print(json.dumps({"ready": True, "chunks": len(index.chunks), "index_s": time.perf_counter() - started}), flush=True)
 for line in sys.stdin:
     query = json.loads(line)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     found = index.search(query, top_k=10)
-    print(json.dumps({"ms": (time.perf_counter() - t) * 1e3, "n": len(found)}), flush=True)
+    print(json.dumps({"ms": (time.perf_counter() - t) * 1e3, "cpu_ms": (time.process_time() - c) * 1e3,
+                      "n": len(found)}), flush=True)
 """
 
 
@@ -116,10 +118,11 @@ def cli_search(root: Path, query: str) -> None:
         os.chdir(previous)
 
 
-def timed(action) -> float:
-    started = time.perf_counter()
+def timed(action) -> tuple[float, float]:
+    """Wall and CPU milliseconds of ``action()`` (CPU: this process, all its threads)."""
+    started, cpu = time.perf_counter(), time.process_time()
     action()
-    return (time.perf_counter() - started) * 1e3
+    return (time.perf_counter() - started) * 1e3, (time.process_time() - cpu) * 1e3
 
 
 def run_repo(label: str, root: Path, args) -> dict:
@@ -140,16 +143,17 @@ def run_repo(label: str, root: Path, args) -> dict:
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     ready = json.loads(worker.stdout.readline())
 
-    def semble(query: str) -> float:
+    def semble(query: str) -> tuple[float, float]:
         worker.stdin.write(json.dumps(query) + "\n")
         worker.stdin.flush()
-        return json.loads(worker.stdout.readline())["ms"]
+        answer = json.loads(worker.stdout.readline())
+        return answer["ms"], answer["cpu_ms"]
 
-    def localidx(query: str, hot_on: bool) -> float:
+    def localidx(query: str, hot_on: bool) -> tuple[float, float]:
         os.environ["LOCALIDX_HOT"] = "1" if hot_on else "0"
         return timed(lambda: search_module.search_response(index, query, k=10))
 
-    def via_cli(query: str) -> float:
+    def via_cli(query: str) -> tuple[float, float]:
         os.environ["LOCALIDX_HOT"] = "1"
         return timed(lambda: cli_search(root, query))
 
@@ -158,7 +162,7 @@ def run_repo(label: str, root: Path, args) -> dict:
     for query in QUESTIONS[:5]:  # warm-up: models, caches, the CLI's first in-process load of this version
         for action in variants.values():
             action(query)
-    times: dict[str, list[float]] = {name: [] for name in variants}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     for _round in range(args.rounds):
         for query in QUESTIONS:
             for name, action in variants.items():
@@ -166,15 +170,18 @@ def run_repo(label: str, root: Path, args) -> dict:
     worker.stdin.close()
     worker.wait(timeout=60)
     os.environ.pop("LOCALIDX_HOT", None)
-    base = percentile(times["semble"], 50), percentile(times["semble"], 95)
+    walls = {name: [wall for wall, _cpu in values] for name, values in times.items()}
+    cpus = {name: [cpu for _wall, cpu in values] for name, values in times.items()}
+    base = percentile(walls["semble"], 50), percentile(walls["semble"], 95), percentile(cpus["semble"], 50)
     out = {"repo": label, "localidx_chunks": copy.size if copy else None, "semble_chunks": ready["chunks"],
            "localidx_index_s": round(index_s, 1), "semble_index_s": round(ready["index_s"], 1),
            "memory_load_s": round(load_s, 2), "memory_mb": round(copy.nbytes() / 1e6, 1) if copy else None,
            "load": loadavg()}
-    for name, values in times.items():
-        p50, p95 = percentile(values, 50), percentile(values, 95)
-        out[name] = {"p50_ms": round(p50, 2), "p95_ms": round(p95, 2),
-                     "x_semble_p50": round(p50 / base[0], 2), "x_semble_p95": round(p95 / base[1], 2)}
+    for name in times:
+        p50, p95, cpu = percentile(walls[name], 50), percentile(walls[name], 95), percentile(cpus[name], 50)
+        out[name] = {"p50_ms": round(p50, 2), "p95_ms": round(p95, 2), "cpu_p50_ms": round(cpu, 2),
+                     "x_semble_p50": round(p50 / base[0], 2), "x_semble_p95": round(p95 / base[1], 2),
+                     "x_semble_cpu_p50": round(cpu / base[2], 2)}
     index.close()
     return out
 

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 K1 = 1.2
 B = 0.75
 MAX_TOKEN_BYTES = 40  # LanceDB's max_token_length: a token this long or longer is not indexed
+MEMO_TOKENS = 200_000  # distinct raw tokens whose term is remembered (a repository has tens of thousands)
 KEPT = 2  # versions whose copies are kept: the current one and the one a reader may still be pinned on
 
 # The stop words LanceDB's English analysis removes, checked after stemming (``abov`` stays, ``owns`` goes): found by
@@ -82,7 +83,7 @@ class Analyzer:
             stem = self._stem(token.lower())
             if stem not in STOP_WORDS:
                 term = _fold(stem)
-        if len(self._terms) < 1_000_000:
+        if len(self._terms) < MEMO_TOKENS:
             self._terms[token] = term
         return term
 
@@ -126,7 +127,7 @@ class HotCopy:
     """One table version in memory (see the module docstring). Rows are numbered 0..n-1 in the order read."""
 
     key: tuple
-    ids: list  # chunk id per row
+    ids: object  # chunk id per row (a pyarrow string array: a tenth of the memory of a list of str)
     row_ids: object  # uint64 LanceDB row ids of the pinned version
     path_codes: object  # int32 index into ``paths``
     paths: list
@@ -157,7 +158,7 @@ class HotCopy:
     def _rows(self, numbers, scores, score_name: str) -> list[dict]:
         out = []
         for number, score in zip(numbers.tolist(), scores.tolist()):
-            out.append({"id": self.ids[number], "path": self.paths[self.path_codes[number]],
+            out.append({"id": self.ids[number].as_py(), "path": self.paths[self.path_codes[number]],
                         "language": self.languages[self.language_codes[number]],
                         "start_line": int(self.start_lines[number]), "end_line": int(self.end_lines[number]),
                         "_rowid": int(self.row_ids[number]), score_name: score})
@@ -320,7 +321,7 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
     idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)
     path_list, path_codes = _codes(meta.column("path").to_pylist())
     language_list, language_codes = _codes(meta.column("language").to_pylist())
-    return HotCopy(key=key, ids=ids, row_ids=row_ids, path_codes=path_codes, paths=path_list,
+    return HotCopy(key=key, ids=meta.column("id").combine_chunks(), row_ids=row_ids, path_codes=path_codes, paths=path_list,
                    language_codes=language_codes, languages=language_list,
                    start_lines=np.asarray(meta.column("start_line").to_numpy(zero_copy_only=False), dtype=np.int32),
                    end_lines=np.asarray(meta.column("end_line").to_numpy(zero_copy_only=False), dtype=np.int32),
