@@ -188,3 +188,35 @@ def test_a_write_through_the_daemon_is_seen_by_its_next_queries(make_repo, tmp_p
     finally:
         d.cli("daemon", "stop")
         d.teardown()
+
+
+def test_a_table_with_an_ann_index_keeps_its_vector_search_in_lancedb(fixture_repo, monkeypatch):
+    """From ``ANN_MIN_ROWS`` rows LanceDB's ANN index answers the vector arm faster than a scan of every vector: the
+    copy then holds the BM25 postings only, and the vector arm asks LanceDB."""
+    from types import SimpleNamespace
+
+    root, settings = fixture_repo
+    index = open_index(root, True, settings, read_only=True)
+    table = pinned(index)
+
+    class WithAnn:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def list_indices(self):
+            return [*self.inner.list_indices(), SimpleNamespace(columns=["vector"])]
+
+    key = hot.table_key(table)
+    postings_only = hot.build(WithAnn(table), key)
+    full = hot.build(table, key)
+    assert full.with_vectors and not postings_only.with_vectors and postings_only.vectors.nbytes == 0
+    vector = index.embedder.embed_query("parse the configuration file")
+    assert postings_only.vector(vector, 10) is None
+    assert postings_only.bm25("parse the configuration file", 50) == full.bm25("parse the configuration file", 50)
+    lance = _without_copy(monkeypatch, lambda: search_module._vector_arm(table, vector, None, 50))
+    monkeypatch.setitem(hot._copies, key, postings_only)
+    assert search_module._vector_arm(table, vector, None, 50) == lance
+    assert search_module.search(index, "parse the configuration file", k=5)

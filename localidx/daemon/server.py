@@ -768,7 +768,9 @@ class Daemon:
     # -- idle clocks ----------------------------------------------------------------------------------------------
 
     def _check_idle(self) -> None:
-        if self._in_flight or self.writer.busy:
+        from localidx.store import hot
+
+        if self._in_flight or self.writer.busy or hot.loading():
             return
         now = time.monotonic()
         idle_s = self.settings.daemon_idle_s
@@ -776,7 +778,9 @@ class Daemon:
             self.request_stop(f"idle for {idle_s:g} s")
             return
         release_s = self.settings.daemon_release_s
-        if release_s > 0 and not self.released and not self._release_job and now - self._last_use >= release_s:
+        # a table version just loaded into memory counts as a use: it is not dropped the moment it is ready
+        last_use = max(self._last_use, hot.loaded_at())
+        if release_s > 0 and not self.released and not self._release_job and now - last_use >= release_s:
             self._release_job = True
             assert self._pool is not None
             self._pool.submit(self._release)

@@ -247,7 +247,7 @@ def _search_sources(sources, query: str, k: int, mode: str, language: str | None
     copies.update({id(table): None if where else _hot_copy(table) for _label, _index, table in sources})
     vector_wanted = mode == "vector" or mode == "hybrid" and (weight > 0.0 or fusion == "rrf")
     vector_rows = None
-    if vector_wanted and all(copies.values()):
+    if vector_wanted and all(found is not None and found.with_vectors for found in copies.values()):
         vector_rows = _Done(_vector_arms(sources, plan.vector_text, where, fetch))  # a millisecond: no thread
     elif vector_wanted:
         vector_rows = _arm_pool().submit(contextvars.copy_context().run, _vector_arms, sources, plan.vector_text,
@@ -825,8 +825,9 @@ def _vector_arm(table, vector, where: str | None, fetch: int) -> list[dict]:
     # "vector IS NOT NULL" made every query read the whole vector column once the ANN index existed (176 ms instead
     # of 26 ms for this arm at 100k chunks: benchmarks/query.py), so only the user's filters are applied.
     in_memory = None if where else _hot_copy(table)
-    if in_memory is not None:
-        return in_memory.vector(vector, fetch)
+    found = in_memory.vector(vector, fetch) if in_memory is not None else None
+    if found is not None:
+        return found
     query = table.search(vector, vector_column_name="vector").distance_type("cosine")
     if where:
         query = query.where(where, prefilter=True)

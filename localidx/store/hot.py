@@ -6,8 +6,9 @@ query (about 80 ms of a 90 ms warm query at 7.5k chunks); a process that answers
 in-process loop) answers the two arms from here instead, in a few milliseconds.
 
 What it holds, per table version: each row's id, path, language, lines and row id; its vector, L2-normalised
-(float32, cosine similarity is one matrix-vector product); and an inverted index of its ``bm25_text`` (term ->
-row numbers and a per-posting BM25 factor), built with LanceDB's own analysis of that column so that scores match
+(float32, cosine similarity is one matrix-vector product), unless the table has an ANN index (from
+``ANN_MIN_ROWS`` rows), whose search in LanceDB is faster than a scan here; and an inverted index of its
+``bm25_text`` (term -> row numbers and counts), built with LanceDB's own analysis of that column so that scores match
 its full-text search: split on characters that are not letters or digits, tokens of 40 bytes or more dropped,
 lower-cased, stemmed with Snowball's English stemmer (``snowballstemmer``, the algorithm version LanceDB uses), stop
 words removed after stemming, accents folded; BM25 with k1 = 1.2, b = 0.75 and idf = ln(1 + (N - n + 0.5) / (n + 0.5))
@@ -33,6 +34,7 @@ import logging
 import os
 import re
 import threading
+import time
 import unicodedata
 from dataclasses import dataclass
 
@@ -60,6 +62,7 @@ _eager = False
 _lock = threading.Lock()
 _copies: dict[tuple, "HotCopy"] = {}  # key -> copy, the most recent last
 _building: set[tuple] = set()
+_loaded_at = 0.0  # time.monotonic() when the last copy was ready
 _asked: dict[tuple, int] = {}  # key -> queries that found no copy (a non-eager process builds on the second)
 
 
@@ -137,6 +140,7 @@ class HotCopy:
     end_lines: object
     vectors: object  # float32 (n, dim), L2-normalised; a row without a vector is all zeros
     has_vector: object  # bool per row
+    with_vectors: bool  # False when the table has an ANN index: its vector search reads LanceDB (see ``build``)
     contents: object  # int64 hash of each row's id and embedding key: what a later version's copy may reuse
     vocabulary: dict  # term -> term number
     starts: object  # int64 (terms + 1): postings of term t are [starts[t], starts[t + 1])
@@ -152,8 +156,8 @@ class HotCopy:
     def nbytes(self) -> int:
         """The arrays' bytes (the Python lists and dicts beside them are not counted)."""
         return sum(a.nbytes for a in (self.row_ids, self.path_codes, self.language_codes, self.start_lines,
-                                      self.end_lines, self.vectors, self.has_vector, self.contents, self.starts, self.post_rows,
-                                      self.post_counts, self.lengths, self.idf))
+                                      self.end_lines, self.vectors, self.has_vector, self.contents, self.starts,
+                                      self.post_rows, self.post_counts, self.lengths, self.idf))
 
     def _rows(self, numbers, scores, score_name: str) -> list[dict]:
         out = []
@@ -193,10 +197,14 @@ class HotCopy:
     def _average(self) -> float:
         return float(self.lengths.mean()) or 1.0 if self.size else 1.0
 
-    def vector(self, query, fetch: int) -> list[dict]:
+    def vector(self, query, fetch: int) -> list[dict] | None:
         """The ``fetch`` rows nearest to ``query`` by cosine distance (``_distance`` = 1 - similarity), nearest
-        first; rows without a vector are skipped, as LanceDB's vector search skips them."""
+        first; rows without a vector are skipped, as LanceDB's vector search skips them. None when this copy holds
+        no vectors (the caller asks LanceDB's ANN index)."""
         import numpy as np
+
+        if not self.with_vectors:
+            return None
 
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         norm = float(np.linalg.norm(q))
@@ -233,6 +241,7 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
     """The copy of the pinned ``table`` (see the module docstring): rows whose chunk id ``previous`` holds keep its
     postings and vector (ids are content-addressed), the others are read and analysed."""
     import numpy as np
+    import pyarrow as pa
 
     from localidx.store.lance import FTS_COLUMN
 
@@ -245,8 +254,15 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
                             in zip(ids, meta.column("embed_key").to_pylist())), dtype=np.int64, count=len(ids))
     row_ids = np.asarray(meta.column("_rowid").to_numpy(), dtype=np.uint64)
     n = len(ids)
+    # With an ANN index (``ANN_MIN_ROWS`` and more) LanceDB's vector search is faster than a scan of every vector
+    # here (154k chunks: 46 ms against 120 ms a query on a loaded machine) and the vectors were most of the copy's
+    # memory: such a copy holds the BM25 postings only.
+    with_vectors = not any(tuple(i.columns) == ("vector",) for i in table.list_indices())
+    if previous is not None and previous.with_vectors != with_vectors:
+        previous = None
     old_number = {} if previous is None else {
-        content: i for i, content in enumerate(previous.contents.tolist()) if previous.has_vector[i]}
+        content: i for i, content in enumerate(previous.contents.tolist())
+        if previous.has_vector[i] or not with_vectors}
     old_of_new = np.fromiter((old_number.get(content, -1) for content in contents.tolist()), dtype=np.int64,
                              count=n)
     del old_number
@@ -277,17 +293,18 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
     new_sizes = np.zeros(len(new), dtype=np.int64)
     for begin in range(0, len(new), READ_BATCH):
         batch = new[begin:begin + READ_BATCH]
-        data = table.take_row_ids([int(row_ids[i]) for i in batch]).select([FTS_COLUMN, "vector"]) \
-            .with_row_id().to_arrow()
+        data = table.take_row_ids([int(row_ids[i]) for i in batch]) \
+            .select([FTS_COLUMN, "vector"] if with_vectors else [FTS_COLUMN]).with_row_id().to_arrow()
         position = {int(r): j for j, r in enumerate(data.column("_rowid").to_pylist())}
         texts = data.column(FTS_COLUMN).to_pylist()
-        column = data.column("vector").combine_chunks()
+        column = data.column("vector").combine_chunks() if with_vectors else \
+            pa.nulls(len(texts), pa.list_(pa.float32(), 1))
         if vectors is None:
-            dim = column.type.list_size
+            dim = column.type.list_size if with_vectors else 0
             vectors = np.zeros((n, dim), dtype=np.float32)
         valid = np.asarray(column.is_valid())
         flat = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, dim) \
-            if len(column) else np.zeros((0, dim), np.float32)
+            if len(column) and dim else np.zeros((0, dim), np.float32)
         # a null vector has no values in the flattened child (LanceDB writes a null, not zeros)
         slot = np.cumsum(valid) - 1 if len(flat) != len(column) else np.arange(len(column))
         for offset, i in enumerate(batch.tolist()):
@@ -321,11 +338,13 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
     idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)
     path_list, path_codes = _codes(meta.column("path").to_pylist())
     language_list, language_codes = _codes(meta.column("language").to_pylist())
-    return HotCopy(key=key, ids=meta.column("id").combine_chunks(), row_ids=row_ids, path_codes=path_codes, paths=path_list,
+    return HotCopy(key=key, ids=meta.column("id").combine_chunks(), row_ids=row_ids, path_codes=path_codes,
+                   paths=path_list,
                    language_codes=language_codes, languages=language_list,
                    start_lines=np.asarray(meta.column("start_line").to_numpy(zero_copy_only=False), dtype=np.int32),
                    end_lines=np.asarray(meta.column("end_line").to_numpy(zero_copy_only=False), dtype=np.int32),
-                   vectors=vectors, has_vector=has_vector, contents=contents, vocabulary=vocabulary, starts=starts,
+                   vectors=vectors, has_vector=has_vector, with_vectors=with_vectors, contents=contents,
+                   vocabulary=vocabulary, starts=starts,
                    post_rows=all_rows, post_counts=all_counts, lengths=lengths, idf=idf)
 
 
@@ -380,7 +399,6 @@ def copy_for(table) -> HotCopy | None:
 
 
 def _build_into(table, key: tuple, previous: HotCopy | None) -> None:
-    import time
 
     started = time.perf_counter()
     try:
@@ -391,9 +409,11 @@ def _build_into(table, key: tuple, previous: HotCopy | None) -> None:
         with _lock:
             _building.discard(key)
         return
+    global _loaded_at
     with _lock:
         _building.discard(key)
         _copies[key] = copy
+        _loaded_at = time.monotonic()
         while len(_copies) > KEPT:
             _copies.pop(next(iter(_copies)))
     log.info("loaded %d chunks into memory in %.2f s (%.1f MB of arrays)", copy.size, time.perf_counter() - started,
@@ -402,8 +422,6 @@ def _build_into(table, key: tuple, previous: HotCopy | None) -> None:
 
 def wait(table, timeout: float = 60.0) -> HotCopy | None:
     """``table``'s copy, building it now if none is ready or being built (tests and benchmarks)."""
-    import time
-
     key = table_key(table)
     if key is None:
         return None
@@ -431,6 +449,16 @@ def drop_all() -> None:
     with _lock:
         _copies.clear()
         _asked.clear()
+
+
+def loading() -> bool:
+    """Whether a copy is being loaded (a daemon does not release its caches meanwhile)."""
+    return bool(_building)
+
+
+def loaded_at() -> float:
+    """``time.monotonic()`` when the last copy was ready (0.0: never)."""
+    return _loaded_at
 
 
 def describe() -> dict:
