@@ -54,7 +54,7 @@ from localidx.errors import UsageError
 from localidx.errors import IndexNotReady
 import localidx.retrieve.fusion as _fusion
 import localidx.retrieve.ranking as ranking
-from localidx.retrieve.guard import limit_query, require_words
+from localidx.retrieve.guard import found as counts_as_found, limit_query, require_words
 from localidx.retrieve.ranking import (PathIndex, declaration_rank, definition_rank, definitions_first, mentioned_names,
                                        path_evidence, question_words, rank_question, role_factor)
 from localidx.retrieve.transforms import NameQuery, fold_name, name_parts, name_query, path_role
@@ -423,7 +423,7 @@ def response_depth(options: dict, files: bool) -> tuple[int, int]:
 def shape_response(found: list[dict], k: int, files: bool, warnings: list[str]) -> dict:
     """The response of ``found`` (best first): the ``k`` best of the relevant matches (``Match.relevant``), an
     irrelevant one dropped without moving the others."""
-    found = [m for m in found if m.get("relevant", True)]
+    found = [m for m in found if counts_as_found(m)]  # the one rule, shared with context and MCP
     response = {"matches": found[:k], "warnings": warnings}
     if files:
         response["files"] = rank_files(found, k)
