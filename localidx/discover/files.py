@@ -338,13 +338,19 @@ def _git_candidates(repo, root: Path, within: list[str] | None):
     return candidates, check
 
 
+def posix_separators(path: str) -> str:
+    """``path`` with this system's separator as "/". On POSIX a backslash is an ordinary character of a file name
+    (``..\\x.py`` is one file in its directory), so it is kept: read as a separator it would lead out of the tree."""
+    return path if os.sep == "/" else path.replace(os.sep, "/")
+
+
 def _normalise_only(root: Path, only: list[str] | None) -> list[str] | None:
     """``only`` as root-relative posix paths without trailing slashes; "" means the whole root."""
     if only is None:
         return None
     out = []
     for raw in only:
-        text = str(raw).replace("\\", "/")
+        text = posix_separators(str(raw))
         if os.path.isabs(text):
             try:
                 text = Path(text).resolve().relative_to(root).as_posix()
