@@ -168,7 +168,9 @@ class _Progress:
         if self.quiet:
             return
         if self.tty:
-            click.echo(f"\r{text:<78}", err=True, nl=final)
+            from localidx.console import echo
+
+            echo(f"\r{_p(text):<78}", err=True, nl=final, color=True)  # its carriage return is kept, nothing else
             return
         changed = phase != self._phase
         self._phase, self._state = ("", "") if final else (phase, text)
