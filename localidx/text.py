@@ -8,7 +8,8 @@ UTF-8 (Python hands them over as lone surrogates, ``\udcff``, by ``surrogateesca
 
 File names, symbols and messages can hold any character a file system or a user allows. Plain (non-JSON) output is
 read line by line — ``path:line`` by editors and terminals, ``grep`` and ``cut`` by scripts — so every plain printer
-passes what it did not write itself through ``printable``. JSON output needs none of this: JSON escapes for itself (``json_text`` adds what JSON leaves raw: DEL and C1).
+passes what it did not write itself through ``printable``. JSON output needs none of this: JSON escapes for itself
+(``json_text`` adds what JSON leaves raw: DEL and C1).
 
 A terminal acts on what it is sent: ESC ] 52 writes the clipboard, ESC ] 0 sets the window title, ESC ] 8 makes a
 link, CSI sequences move the cursor or hide text, C1 bytes (U+0080-U+009F) are the same controls in one character.

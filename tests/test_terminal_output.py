@@ -44,7 +44,8 @@ def world(tmp_path_factory):
     base = tmp_path_factory.mktemp("terminal")
     root = init_repo(base / "repo", {"evil.py": EVIL, EVIL_NAME: "def named_title():\n    return 'clipboard thief'\n",
                                      "plain.py": "def plain():\n    return 1\n",
-                                     ".localidx.toml": 'max_tokens = 256\n[llm]\nmodel = "\\u001b]0;toml-title\\u0007"\n'})
+                                     ".localidx.toml": ('max_tokens = 256\n[llm]\n'
+                                                        'model = "\\u001b]0;toml-title\\u0007"\n')})
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCALIDX_LLM")}
     env.update(LOCALIDX_EMBED_MODEL="fake", LOCALIDX_HOME=str(base / "state"), LOCALIDX_WATCH="0",
                LOCALIDX_REGISTRY=str(base / "registry.json"), LOCALIDX_CONFIG_DIR=str(base / "config"),
