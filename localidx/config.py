@@ -251,8 +251,18 @@ def _flatten(table: dict, prefix: str = "") -> dict:
     return out
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config file larger than this is refused unread (a repository can make one any size)
+
+
+def _refuse_large(path: Path) -> None:
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {size} bytes, over the {MAX_CONFIG_BYTES} a config file may have; not read")
+
+
 def read_toml(path: Path) -> dict:
     try:
+        _refuse_large(path)
         return tomlfile.load(path)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
@@ -306,6 +316,7 @@ def repository_files(root: Path | None, known: dict | None = None) -> list[Confi
     own = root / ".localidx.toml"
     if _inside(root, own):
         try:
+            _refuse_large(own)
             data = own.read_bytes()
         except OSError as exc:
             raise ConfigError(f"cannot read {own}: {exc.strerror}") from None

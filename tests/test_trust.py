@@ -236,3 +236,13 @@ def test_a_file_is_not_read_past_the_size_limit_even_when_it_grew_after_discover
     small.write_bytes(b"x = 1\n" * 10)
     assert read_source(small, 60) == b"x = 1\n" * 10
     assert read_file(str(small), 59) == "too-large"
+
+
+def test_a_config_file_over_a_mebibyte_is_refused_unread(tmp_path):
+    root = _repo(tmp_path, "max_tokens = 256\n" + "#" * (1 << 20) + "\n")
+    with pytest.raises(ConfigError, match="over the 1048576 a config file may have; not read"):
+        load_settings(root)
+    (root / ".localidx.toml").write_text("max_tokens = 256\n")
+    (root / "pyproject.toml").write_text("[tool.localidx]\nmax_tokens = 256\n" + "#" * (1 << 20) + "\n")
+    with pytest.raises(ConfigError, match="pyproject.toml: .* not read"):
+        load_settings(root)
