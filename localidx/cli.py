@@ -168,7 +168,9 @@ class _Progress:
         if self.quiet:
             return
         if self.tty:
-            click.echo(f"\r{text:<78}", err=True, nl=final)
+            from localidx.console import echo
+
+            echo(f"\r{_p(text):<78}", err=True, nl=final, color=True)  # its carriage return is kept, nothing else
             return
         changed = phase != self._phase
         self._phase, self._state = ("", "") if final else (phase, text)
@@ -363,7 +365,8 @@ def _print_dry_run(report) -> None:
 @click.option("--lang", "language", default=None, help="Only this language (python, go, markdown, ...).")
 @click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style).")
 @click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...).")
-@click.option("--all-repos", is_flag=True, help="Search every repository in the per-user registry (`localidx repos`).")
+@click.option("--all-repos", is_flag=True, help="Search every repository shared in the per-user registry "
+              "(`localidx repos share`).")
 @click.option("--files", "files", is_flag=True, help="Rank files instead: the k best files, from the best 100 "
               "matches (\"which file do I open\").")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
@@ -409,7 +412,8 @@ _CONTEXT_OPTIONS = [
     click.option("--lang", "language", default=None, help="Only this language (python, go, markdown, ...)."),
     click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style)."),
     click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...)."),
-    click.option("--all-repos", is_flag=True, help="Every repository in the per-user registry (`localidx repos`)."),
+    click.option("--all-repos", is_flag=True, help="Every repository shared in the per-user registry "
+                 "(`localidx repos share`)."),
     _NO_DAEMON,
 ]
 
@@ -807,7 +811,8 @@ def trust_command(show: bool, revoke: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the registry's entries as JSON.")
 @click.pass_context
 def repos_group(ctx: click.Context, as_json: bool) -> None:
-    """Every index on this machine (the per-user registry `--all-repos` queries); repositories gone are dropped."""
+    """Every index on this machine (the per-user registry); repositories gone are dropped. `--all-repos` and MCP's
+    rag_search_global read those shared with `localidx repos share`."""
     if ctx.invoked_subcommand is not None:
         return
     from localidx import registry
@@ -824,7 +829,8 @@ def repos_group(ctx: click.Context, as_json: bool) -> None:
     width = max(len(e.name) for e in found)
     for e in found:
         indexed = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_indexed_at))
-        click.echo(f"{_p(e.name):<{width}}  {_p(e.root)}  ({e.model}, indexed {indexed})")
+        shared = "shared" if e.shared else "not shared"
+        click.echo(f"{_p(e.name):<{width}}  {_p(e.root)}  ({e.model}, indexed {indexed}, {shared})")
 
 
 @repos_group.command(name="remove")
@@ -835,6 +841,27 @@ def repos_remove(target: str) -> None:
 
     entry = registry.remove(target)
     click.echo(f"removed {entry.name} ({entry.root}) from the registry; its index stays in {entry.index}")
+
+
+@repos_group.command(name="share")
+@click.argument("target")
+def repos_share(target: str) -> None:
+    """Let --all-repos and MCP's rag_search_global read the repository named TARGET (or at the path TARGET).
+    Whatever asks them then gets its code: an agent working in any other repository included."""
+    from localidx import registry
+
+    entry = registry.share(target, True)
+    click.echo(f"{_p(entry.name)} ({_p(entry.root)}) is shared for cross-repository search")
+
+
+@repos_group.command(name="unshare")
+@click.argument("target")
+def repos_unshare(target: str) -> None:
+    """Stop cross-repository search from reading the repository named TARGET (or at the path TARGET)."""
+    from localidx import registry
+
+    entry = registry.share(target, False)
+    click.echo(f"{_p(entry.name)} ({_p(entry.root)}) is not shared for cross-repository search")
 
 
 @cli.group()

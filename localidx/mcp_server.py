@@ -255,7 +255,7 @@ def _tools(repo: Repository) -> list[Callable]:
     def rag_search_global(rawQuery: RawQuery, profile: Profile = None,
                           conversationContext: ConversationContext = None, language: Language = None,
                           path: PathGlob = None, kind: Kind = None, detail: Detail = "brief") -> list[TextContent]:
-        """Search every repository indexed on this machine (the per-user registry, `localidx repos`) together;
+        """Search every repository its owner shared for cross-repository search (`localidx repos share`) together;
         each match is labelled with its repository (answers as rag_search)."""
         try:
             from localidx.config import load_settings

@@ -778,6 +778,7 @@ def test_all_repos_searches_every_registered_repository_and_labels_matches(make_
                        name="ledger")
     for root in (first, second):
         assert _cli(root, "index", "-q").returncode == 0
+        assert _cli(root, "repos", "share", ".").returncode == 0  # --all-repos reads shared repositories only
     data = json.loads(_cli(first, "search", "post ledger entry journal", "--all-repos", "--json").stdout)
     assert data["matches"][0]["repo"] == "ledger" and data["matches"][0]["path"] == "ledger/post.py"
     assert {m["repo"] for m in data["matches"]} <= {"auth-service", "ledger"}

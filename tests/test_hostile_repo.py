@@ -165,6 +165,7 @@ def test_an_untrusted_repository_reaches_nothing_through_index_hooks_and_queries
     passes = (world.root / ".git" / "localidx").rglob("hooks.log")
     assert "reason=post-commit" in "".join(p.read_text() for p in passes)  # the hooks did run
 
+    assert world.lx("repos", "share", ".").returncode == 0  # so that --all-repos reads it
     everywhere = world.lx("search", "verify token", "--all-repos", "--json")
     # A shared index that is honoured but cannot be read is a warning naming it: there is none.
     said = everywhere.stderr + json.dumps(json.loads(everywhere.stdout).get("warnings", []))

@@ -80,6 +80,8 @@ def world(tmp_path_factory):
     for root in (alpha, beta):
         proc = _run(env, root, "index", "--quiet")
         assert proc.returncode == 0, proc.stderr
+        proc = _run(env, root, "repos", "share", ".")  # rag_search_global reads shared repositories only
+        assert proc.returncode == 0, proc.stderr
     try:
         yield World(alpha, beta, broken, env)
     finally:
