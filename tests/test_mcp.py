@@ -335,6 +335,8 @@ def code_world(tmp_path_factory):
                 "LOCALIDX_REGISTRY": str(base / "registry.json"), "GIT_CONFIG_NOSYSTEM": "1"})
     proc = _run(env, root, "index", "--quiet")
     assert proc.returncode == 0, proc.stderr
+    proc = _run(env, root, "repos", "share", ".")  # rag_search_global reads shared repositories only
+    assert proc.returncode == 0, proc.stderr
     try:
         yield World(root, root, root, env)
     finally:
