@@ -248,6 +248,84 @@ def detect_secrets_corpus(python: str, files: list[tuple[str, Path]]) -> dict:
             "files_hit": len({f["label"] for f in findings}), "examples": examples}
 
 
+# -- 4. worst cases ---------------------------------------------------------------------------------------------------
+
+# What follows a pattern's literal in a crafted line: each makes some regex run far before it can fail.
+FILLERS = ("", " ", "a", "A1", "0", "_", "-", ":", "=", ".", "/", "+", "@", "\"", "'", "`", "\t", "://a:", " -p",
+           " -u a:", ":a@", "a=", "\\n", "{", "}", "<", "(", "&", ";", " = \"", ": ", "=\"", " #")
+
+
+def _cased_literals(pattern) -> list[str]:
+    """A pattern's hints as its regex writes them (``AIza``, ``eyJ``), and in lower and upper case."""
+    source = pattern.regex.pattern.replace("\\", "")
+    out = []
+    for hint in pattern.hints:
+        at = source.lower().find(hint)
+        out += [source[at:at + len(hint)]] if at >= 0 else []
+        out += [hint, hint.upper()]
+    return list(dict.fromkeys(out))
+
+
+def _repeated(unit: str, size: int) -> str:
+    return (unit * (size // max(1, len(unit)) + 1))[:size]
+
+
+def worst_case_lines() -> list[tuple[str, str, object, object]]:
+    """(what, line shape, redact function, size -> line) for every pattern's literal and every secret name followed
+    by every filler: ``literal+filler`` repeated, and one literal then the filler repeated; ``redact_env`` too."""
+    from localidx import redact as r
+
+    cases: list[tuple[str, str, object, object]] = []
+
+    def add(what, literal, filler, func, env=False):
+        glue = "=" if env else ""
+        cases.append((what, f"({literal!r}+{filler!r})*", func,
+                      lambda n, u=literal + glue + filler: _repeated(u, n)))
+        if filler:
+            cases.append((what, f"{literal!r}{'+=' if env else ''}+{filler!r}*", func,
+                          lambda n, h=literal + glue, f=filler: (h + _repeated(f, n))[:n]))
+
+    for pattern in r._PATTERNS:
+        for literal in _cased_literals(pattern):
+            for filler in FILLERS:
+                add(pattern.kind, literal, filler, r.redact)
+    for keyword in sorted({name.replace("?", "_") for name, _kind in r._SECRET_NAMES}):
+        for literal in (keyword, keyword.upper(), "x_" + keyword):
+            for filler in FILLERS:
+                add(f"name {keyword}", literal, filler, r.redact)
+                add(f".env {keyword}", literal, filler, r.redact_env, env=True)
+    return cases
+
+
+def _mbps(func, line: str) -> float:
+    started = time.process_time()  # CPU time: other processes on the machine do not count
+    func(line)
+    return len(line.encode()) / 1e6 / max(time.process_time() - started, 1e-6)
+
+
+def print_worst_cases(sizes: list[int]) -> None:
+    """Every case at the smallest size; the three slowest of each pattern again at each larger size (a regex that
+    backtracks shows there: its MB/s falls as the line grows)."""
+    cases = worst_case_lines()
+    by_what: dict[str, list] = defaultdict(list)
+    for what, shape, func, make in cases:
+        by_what[what].append((_mbps(func, make(sizes[0])), shape, func, make))
+    print(f"worst cases: {len(cases)} crafted lines; per pattern or name the slowest, in MB/s at "
+          f"{' / '.join(f'{s:,}' for s in sizes)} characters:")
+    slowest = []
+    for what, rows in sorted(by_what.items()):
+        rows.sort(key=lambda row: row[0])
+        worst = None
+        for mbps, shape, func, make in rows[:3]:
+            figures = [mbps] + [_mbps(func, make(size)) for size in sizes[1:]]
+            if worst is None or min(figures) < min(worst[0]):
+                worst = (figures, shape)
+        slowest.append((min(worst[0]), what, worst))
+    for low, what, (figures, shape) in sorted(slowest, key=lambda x: x[0])[:25]:
+        print(f"  {' '.join(f'{f:8.1f}' for f in figures)}  {what:<24} {shape}")
+    print(f"  ... {len(slowest)} patterns and names; slowest of all: {min(s[0] for s in slowest):.1f} MB/s")
+
+
 # -- report ---------------------------------------------------------------------------------------------------------
 
 
@@ -277,7 +355,12 @@ def main() -> None:
     parser.add_argument("--per-place", type=int, default=3, help="secrets per place and shape (3: about 270)")
     parser.add_argument("--detect-secrets-python", default=None)
     parser.add_argument("--skip-index", action="store_true")
+    parser.add_argument("--worst-cases", type=int, nargs="*", default=None, metavar="CHARS",
+                        help="only the crafted worst-case lines, at these line lengths (default 10000 100000)")
     args = parser.parse_args()
+    if args.worst_cases is not None:
+        print_worst_cases(sorted(args.worst_cases or [10_000, 100_000]))
+        return
 
     files, secrets, canaries = make_repository_files(seed=20240611, per_place=args.per_place)
     shapes = sorted({s.shape for s in secrets})

@@ -79,9 +79,12 @@ LOCK_FILE_SUFFIXES = (".lock", ".lockfile")
 
 # Files that usually hold credentials; an index is not a place for them (settings.include_secret_files opts in).
 SECRET_FILE_NAMES = frozenset(
-    {".env", "credentials", "credentials.json", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".htpasswd"}
+    {".env", "credentials", "credentials.json", ".netrc", "_netrc", "netrc", ".pgpass", "pgpass", "pgpass.txt",
+     ".git-credentials", ".htpasswd", ".envrc", "kubeconfig", "kubeconfig.yaml", "kubeconfig.yml", "wp-config.php"}
 )
-SECRET_FILE_SUFFIXES = (".pem", ".key", ".ppk", ".p12", ".pfx", ".keystore", ".jks")
+# Terraform variable values (passwords, keys) and kubeconfigs (client keys) under any name ending so.
+SECRET_FILE_SUFFIXES = (".pem", ".key", ".ppk", ".p12", ".pfx", ".keystore", ".jks", ".tfvars", ".tfvars.json",
+                        ".kubeconfig")
 SECRET_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")  # ssh private keys; the .pub halves are public
 ENV_FILE_PREFIX = ".env."
 # Templates that document which variables exist, with placeholder values: worth indexing.
