@@ -90,6 +90,7 @@ class _Pattern:
     # literal scan, one that starts with a lookbehind is tried at every position (10 to 60 times slower).
     bounded: bool = False
     after: _Context | None = None  # what must come before the match, as the command or block it is part of
+    name: int = 0  # a group holding the name the value is given to, which must look secret (``_env_kind``); 0: none
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,12 @@ def _command_line_password(value: str) -> bool:
     if len(value) < 4 or value[0] in "$%{<[(" or _is_placeholder(value):
         return False
     return not any(word in lowered for word in ("pass", "pwd", "secret", "token"))
+
+
+def _defined_value(value: str) -> bool:
+    """A literal given to a secret-looking name in a call (``define('AUTH_KEY', '...')``): blanks allowed (WordPress
+    salts have them), placeholders and plain words not."""
+    return len(value) >= 8 and not _is_placeholder(value) and not _plain_words(value)
 
 
 def _random_token(value: str) -> bool:
@@ -317,6 +324,62 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _Pattern("password", re.compile(r"--password[= ]" + _CLI_VALUE), 1, ("--password",), _command_line_password),
     _Pattern("password", re.compile(r"[ \t](?:-u|--user)[ \t]*['\"]?[^\s:'\"]*:([^\s'\"]+)"), 1, ("curl",),
              _command_line_password, after=_COMMAND["curl"]),
+    # -- more shapes people commit: provider tokens by their published prefixes and lengths, then the places a
+    # password sits in without a "name = value" of its own.
+    _Pattern("stripe_key", re.compile(r"whsec_[A-Za-z0-9+/=]{24,}"), 0, ("whsec_",), bounded=True),
+    _Pattern("twilio_key", re.compile(r"(?:AC|SK)[0-9a-f]{32}(?![0-9A-Za-z])"), 0, ("twilio", "sid"), bounded=True),
+    _Pattern("azure_key", re.compile(r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"), 0, ("q~",),
+             bounded=True),  # an Entra ID (Azure AD) client secret
+    _Pattern("grafana_token", re.compile(r"glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"), 0,
+             ("glc_", "glsa_"), bounded=True),
+    _Pattern("doppler_token", re.compile(r"dp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9]{40,44}"), 0,
+             ("dp.pt.", "dp.st.", "dp.ct.", "dp.sa.", "dp.scim.", "dp.audit."), bounded=True),
+    _Pattern("pulumi_token", re.compile(r"pul-[a-f0-9]{40}(?![a-f0-9])"), 0, ("pul-",), bounded=True),
+    _Pattern("sentry_token", re.compile(r"sntryu_[a-f0-9]{64}|sntrys_[A-Za-z0-9+/=_]{50,}"), 0,
+             ("sntryu_", "sntrys_"), bounded=True),
+    _Pattern("figma_token", re.compile(r"figd_[A-Za-z0-9_-]{38,}"), 0, ("figd_",), bounded=True),
+    _Pattern("notion_token", re.compile(r"ntn_[0-9]{11}[A-Za-z0-9]{35}(?![A-Za-z0-9])"), 0, ("ntn_",), bounded=True),
+    _Pattern("planetscale_token", re.compile(r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}"), 0, ("pscale_",),
+             bounded=True),
+    _Pattern("dynatrace_token", re.compile(r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}"), 0, ("dt0c01.",), bounded=True),
+    _Pattern("newrelic_key", re.compile(r"NRAK-[A-Z0-9]{27}(?![A-Z0-9])"), 0, ("nrak-",), bounded=True),
+    _Pattern("supabase_token", re.compile(r"sbp_[a-f0-9]{40}(?![a-f0-9])"), 0, ("sbp_",), bounded=True),
+    _Pattern("slack_token", re.compile(r"xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]{16,}"), 0, ("xapp-",), bounded=True),
+    _Pattern("groq_key", re.compile(r"gsk_[A-Za-z0-9]{52}(?![A-Za-z0-9])"), 0, ("gsk_",), bounded=True),
+    _Pattern("replicate_token", re.compile(r"r8_[A-Za-z0-9]{37}(?![A-Za-z0-9])"), 0, ("r8_",), bounded=True),
+    _Pattern("perplexity_key", re.compile(r"pplx-[A-Za-z0-9]{48}(?![A-Za-z0-9])"), 0, ("pplx-",), bounded=True),
+    _Pattern("mapbox_token", re.compile(r"sk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"), 0, ("sk.eyj",),
+             bounded=True),
+    _Pattern("tailscale_key", re.compile(r"tskey-(?:api|auth|client|webhook)-[A-Za-z0-9]{6,}-[A-Za-z0-9]{16,}"), 0,
+             ("tskey-",), bounded=True),
+    _Pattern("sendinblue_key", re.compile(r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"), 0, ("xkeysib-",), bounded=True),
+    _Pattern("contentful_token", re.compile(r"CFPAT-[A-Za-z0-9_-]{43}"), 0, ("cfpat-",), bounded=True),
+    _Pattern("easypost_key", re.compile(r"EZ[AT]K[A-Za-z0-9]{54}"), 0, ("ezak", "eztk"), bounded=True),
+    _Pattern("shippo_token", re.compile(r"shippo_(?:live|test)_[a-f0-9]{40}"), 0, ("shippo_",), bounded=True),
+    _Pattern("clojars_token", re.compile(r"CLOJARS_[a-z0-9]{60}"), 0, ("clojars_",), bounded=True),
+    _Pattern("prefect_key", re.compile(r"pnu_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), 0, ("pnu_",), bounded=True),
+    # A kubeconfig's client key (base64 of a PEM block).
+    _Pattern("private_key", re.compile(r"client-key-data:[ \t]*[\"']?([A-Za-z0-9+/=]{20,})"), 1, ("client-key-data",)),
+    # PHP's define('DB_PASSWORD', '...') and WordPress's keys and salts: the name is a string, so no "name = value".
+    _Pattern("secret", re.compile(r"define\([ \t]*['\"]([A-Za-z0-9_]+)['\"][ \t]*,[ \t]*(?:'([^'\\\r\n]+)'|"
+                                  r"\"([^\"\\\r\n]+)\")"), (2, 3), ("define(",), _defined_value, name=1),
+    # A setter given a literal: ds.setPassword("..."), builder.setApiKey('...'), client.set_token("...").
+    _Pattern("password", re.compile(r"set_?(?:[Pp]ass(?:word|wd)|[Ss]ecret|[Cc]lient_?[Ss]ecret|(?:[Aa]uth_?)?[Tt]oken|"
+                                    r"[Aa]pi_?[Kk]ey|[Aa]ccess_?[Kk]ey|[Cc]redentials?)\([ \t]*(?:\"([^\"\\\r\n]+)\"|"
+                                    r"'([^'\\\r\n]+)')"), (1, 2),
+             ("password", "passwd", "secret", "token", "apikey", "api_key", "accesskey", "access_key", "clientsecret",
+              "client_secret", "credential", "credentials"), _random_token, bounded=True),
+    # Terraform: the default of a variable whose name says secret (variable "db_password" { default = "..." }).
+    _Pattern("password", re.compile(r"default(?<![\w-]default)[ \t]*=[ \t]*\"([^\"\\\r\n]+)\""), 1, ("default",),
+             _random_token,
+             after=_Context(re.compile(r"variable[ \t]+\"([\w-]+)\""), re.compile(r"\}"),
+                            lambda m: _env_kind(m.group(1)) is not None)),
+    # .netrc syntax in a file of any name: machine HOST login USER password PW (on one line or several).
+    _Pattern("password", re.compile(r"password[ \t]+([^\s]+)"), 1, ("machine",), _random_token, bounded=True,
+             after=_Context(re.compile(r"machine(?<![\w-]machine)[ \t]+[^\s]+"), re.compile(r"(?!)"))),
+    # .pgpass syntax in a file of any name: host:port:database:user:password, one entry a line.
+    _Pattern("password", re.compile(r"(?m)^[^:\s#]+:(?:\d{1,5}|\*):[^:\s]*:[^:\s]*:([^\s]+)(?=\r?$)"), 1,
+             (":5432:", ":*:"), _command_line_password),
     _Pattern(
         "connection_string",
         # Starts at "://" so the regex engine can jump between literal hits; only the password is the secret.
@@ -339,6 +402,7 @@ _SECRET_NAMES: tuple[tuple[str, str], ...] = (
     ("passphrase", "password"),
     ("pass", "password"),  # db_pass, SMTP_PASS, dbPass: a word of its own only (never bypass, compass)
     ("pwd", "password"),
+    ("pw", "password"),  # db_pw, SMTP_PW, dbPw: a word of its own only, like "pass"
     ("api?key", "api_key"),
     ("access?key", "api_key"),
     ("private?key", "secret"),
@@ -557,6 +621,8 @@ def _find(text: str, deadline: float | None = None) -> list[tuple[int, int, str]
                 continue
             if pattern.after is not None and not _in_context(pattern.after, text, m.start(), contexts):
                 continue
+            if pattern.name and _env_kind(m.group(pattern.name)) is None:
+                continue
             group = pattern.group if isinstance(pattern.group, int) else next(
                 (g for g in pattern.group if m.group(g) is not None), 0)
             start, end = m.span(group)
@@ -692,7 +758,7 @@ def _annotation_end(text: str, pos: int) -> int | None:
 
 # Keywords that must start a word of the name, after another word: db_pass, SMTP_PASS, dbPass; not bypass, compass,
 # or the prose of "first pass: ..." and a log's "index pass: reason=...".
-_WORD_START_KEYWORDS = frozenset({"pass"})
+_WORD_START_KEYWORDS = frozenset({"pass", "pw"})
 
 
 def _keyword_starts_word(text: str, start: int) -> bool:
