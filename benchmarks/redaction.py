@@ -1,10 +1,12 @@
 """Redaction: recall on generated secrets, what a real index stores and serves, false positives and speed on real code.
 
     python benchmarks/redaction.py [--corpus DIR ...] [--max-mb-per-repo 4] [--detect-secrets-python PATH]
+    python benchmarks/redaction.py --worst-cases [CHARS ...]
 
-1. Recall. ``tests/secret_shapes.py`` makes secrets at random in the published shapes of 20 providers' credentials
-   and the usual passwords (over 250 strings, 24 shapes), placed in the lines people leave them in, across 12 kinds of
-   file (Python, JavaScript, YAML, .env, JSON, shell, INI, TOML, Dockerfile, Markdown, PuTTY .ppk, PEM). A secret is
+1. Recall. ``tests/secret_shapes.py`` makes secrets at random in the published shapes of over 50 providers'
+   credentials and the usual passwords (over 600 strings, 72 shapes), placed in the lines people leave them in,
+   across 16 kinds of file (Python, JavaScript, Java, PHP, Terraform, YAML, .env, JSON, shell, INI, TOML, Dockerfile,
+   Markdown, a hosts list, PuTTY .ppk, PEM). A secret is
    caught when none of its probes (the value, and a middle piece of a long one) is left in the redacted text.
 2. Stored and served. The files are committed to a git repository and indexed by the real CLI (secret files opted
    in, the fake embedder); every probe is looked for in the answers of ``search --json``, ``context --json`` and
@@ -13,6 +15,11 @@
 3. False positives and speed. ``redact`` over real repositories' text files (default: the repositories under
    /work/data/shortq/repos, read in place, at most ``--max-mb-per-repo`` each): what it replaces, by kind, per MB,
    with examples (the replaced value masked), and its throughput.
+
+4. Worst cases (``--worst-cases``, alone). For every pattern's literal and every secret name, followed by each of a
+   set of fillers, a crafted line (``literal+filler`` repeated, and one literal then the filler repeated) is redacted
+   at each given length (default 10,000 and 100,000 characters): the slowest per pattern, in MB/s of CPU time. A
+   pattern that backtracks shows as MB/s falling with the length.
 
 With ``--detect-secrets-python`` (a Python that has the ``detect-secrets`` package; localidx does not depend on it)
 the same recall, corpus and timing run through detect-secrets' default plugins and filters, side by side. Its

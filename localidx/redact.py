@@ -19,16 +19,25 @@ Invariants:
 - Detection is data: ``_PATTERNS`` is a table of (kind, compiled regex, secret group, cheap hints, extra check), and
   the "secret-looking name = literal" rule is the ``_SECRET_NAMES`` table plus ``_looks_secret``. No per-kind branches.
 - The common case is cheap: one regex pass over the lower-cased text finds every hint and keyword at once; a text
-  with none costs that pass and nothing more (50-60 MB/s on one core over the CPython standard library).
+  with none costs that pass and nothing more.
+- Time is linear in the text, whatever it holds: no regex backtracks over a run it cannot end in (atomic groups,
+  lookbehinds after a literal, a command word found by binary search instead of a lazy scan), a name is read once
+  however many keywords it holds, and a keyword inside a blank-free value already read is part of that value.
+  ``benchmarks/redaction.py --worst-cases`` crafts a line per pattern and name. ``redact`` also takes a deadline
+  (``RedactionTimeout``): the chunker gives each pass over a file ``parse_timeout_s``.
 
 Kinds: aws_access_key, aws_secret_key, private_key (PEM blocks, PuTTY ``.ppk`` private lines, age keys),
 github_token, gitlab_token, slack_token, slack_webhook, discord_webhook, azure_key (``AccountKey=``,
 ``SharedAccessKey=``, a SAS ``sig=``), sendgrid_key, mailgun_key, mailchimp_key, shopify_token, pypi_token,
 square_token, telegram_token, databricks_token, digitalocean_token, vault_token, google_oauth, atlassian_token,
 huggingface_token, postman_key, linear_key, nuget_key, stripe_key, anthropic_key, openai_key, google_api_key,
-npm_token, jwt, basic_auth (``Basic <base64 of user:pw>``), connection_string (the password of
-``scheme://user:pw@host`` only), password on a command line (``mysql -pPW``, ``sshpass -p PW``, ``--password=PW``,
-``curl -u user:PW``), token (``Bearer <token>``), and from assignments password, secret, token, api_key. The shapes
+npm_token, whsec_ and Twilio, Entra ID client secrets, the prefixed tokens of 22 more providers (Grafana, Doppler,
+Pulumi, Sentry, Figma, Notion, PlanetScale, Dynatrace, New Relic, Supabase, Groq, Replicate, Perplexity, Mapbox,
+Tailscale, Brevo, Contentful, EasyPost, Shippo, Clojars, Prefect, Slack apps), jwt, basic_auth (``Basic <base64 of
+user:pw>``), connection_string (the password of ``scheme://user:pw@host`` only), password on a command line
+(``mysql -pPW``, ``sshpass -p PW``, ``--password=PW``, ``curl -u user:PW``), ``.netrc`` and ``.pgpass`` lines, PHP ``define('DB_PASSWORD', ...)``, setters
+(``setPassword("...")``), a Terraform secret variable's ``default``, a kubeconfig's ``client-key-data``, token
+(``Bearer <token>``), and from assignments password, secret, token, api_key. The shapes
 are written from the providers' published token formats.
 
 What counts as a secret value in an assignment (``password = "..."``, ``"token": "..."``, ``API_KEY=...``, YAML
@@ -327,7 +336,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
     # -- more shapes people commit: provider tokens by their published prefixes and lengths, then the places a
     # password sits in without a "name = value" of its own.
     _Pattern("stripe_key", re.compile(r"whsec_[A-Za-z0-9+/=]{24,}"), 0, ("whsec_",), bounded=True),
-    _Pattern("twilio_key", re.compile(r"(?:AC|SK)[0-9a-f]{32}(?![0-9A-Za-z])"), 0, ("twilio", "sid"), bounded=True),
+    _Pattern("twilio_key", re.compile(r"(?:AC|SK)[0-9a-f]{32}(?![0-9A-Za-z])"), 0, ("twilio",), bounded=True),
     _Pattern("azure_key", re.compile(r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"), 0, ("q~",),
              bounded=True),  # an Entra ID (Azure AD) client secret
     _Pattern("grafana_token", re.compile(r"glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"), 0,
@@ -370,7 +379,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
              ("password", "passwd", "secret", "token", "apikey", "api_key", "accesskey", "access_key", "clientsecret",
               "client_secret", "credential", "credentials"), _random_token, bounded=True),
     # Terraform: the default of a variable whose name says secret (variable "db_password" { default = "..." }).
-    _Pattern("password", re.compile(r"default(?<![\w-]default)[ \t]*=[ \t]*\"([^\"\\\r\n]+)\""), 1, ("default",),
+    _Pattern("password", re.compile(r"default(?<![\w-]default)[ \t]*=[ \t]*\"([^\"\\\r\n]+)\""), 1, ('variable "',),
              _random_token,
              after=_Context(re.compile(r"variable[ \t]+\"([\w-]+)\""), re.compile(r"\}"),
                             lambda m: _env_kind(m.group(1)) is not None)),
@@ -827,6 +836,10 @@ def _plain_words(value: str) -> bool:
             continue
         # Random strings split into many tiny parts (Zx9Qw8Er), words into few longer ones (getUserName).
         if sum(map(len, words)) < 3 * len(words):
+            return False
+        # ... and a long one into tiny parts among longer ones (nhzAXSSBYZSJtD: Jt, D): names of 12 or more rarely
+        # have two.
+        if len(segment) >= 12 and sum(len(p) <= 2 for p in parts) >= 2:
             return False
         for word in words:
             acronym = word.isupper() and len(word) <= 5
