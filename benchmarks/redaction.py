@@ -14,7 +14,8 @@
    secrets must be found by the same checks (else the checks could not see a secret either).
 3. False positives and speed. ``redact`` over real repositories' text files (default: the repositories under
    /work/data/shortq/repos, read in place, at most ``--max-mb-per-repo`` each): what it replaces, by kind, per MB,
-   with examples (the replaced value masked), and its throughput.
+   with examples (the replaced value masked), and its throughput; with ``--baseline CHECKOUT`` the same texts through
+   another checkout's ``redact`` too, in turns, and the ratio of their times.
 
 4. Worst cases (``--worst-cases``, alone). For every pattern's literal and every secret name, followed by each of a
    set of fillers, a crafted line (``literal+filler`` repeated, and one literal then the filler repeated) is redacted
@@ -255,6 +256,33 @@ def detect_secrets_corpus(python: str, files: list[tuple[str, Path]]) -> dict:
             "files_hit": len({f["label"] for f in findings}), "examples": examples}
 
 
+def compare_speed(files: list[tuple[str, Path]], baseline: Path, rounds: int = 4) -> tuple[float, float, float]:
+    """(MB, this checkout's MB/s, the baseline checkout's MB/s): ``redact`` of both over the same texts, in turns,
+    best of ``rounds`` in CPU time (turns and CPU time keep the machine's other load out of the ratio)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("baseline_redact", baseline / "localidx" / "redact.py")
+    other = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = other
+    spec.loader.exec_module(other)
+    texts = []
+    for label, path in files:
+        data = path.read_bytes()
+        if b"\0" not in data[:8192]:
+            texts.append((label, data.decode("utf-8", errors="replace")))
+    from localidx import redact as ours
+
+    best = {"ours": float("inf"), "baseline": float("inf")}
+    for _ in range(rounds):
+        for name, module in (("ours", ours), ("baseline", other)):
+            started = time.process_time()
+            for label, text in texts:
+                (module.redact_env if Path(label).name.startswith(".env") else module.redact)(text)
+            best[name] = min(best[name], time.process_time() - started)
+    mb = sum(len(text.encode()) for _l, text in texts) / 1e6
+    return mb, mb / best["ours"], mb / best["baseline"]
+
+
 # -- 4. worst cases ---------------------------------------------------------------------------------------------------
 
 # What follows a pattern's literal in a crafted line: each makes some regex run far before it can fail.
@@ -362,6 +390,8 @@ def main() -> None:
     parser.add_argument("--per-place", type=int, default=3, help="secrets per place and shape (3: about 270)")
     parser.add_argument("--detect-secrets-python", default=None)
     parser.add_argument("--skip-index", action="store_true")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="CHECKOUT",
+                        help="also time another checkout's redact over the same real code, in turns (the cost ratio)")
     parser.add_argument("--worst-cases", type=int, nargs="*", default=None, metavar="CHARS",
                         help="only the crafted worst-case lines, at these line lengths (default 10000 100000)")
     args = parser.parse_args()
@@ -393,6 +423,10 @@ def main() -> None:
     print(f"real code: {len(corpus)} text files from {', '.join(str(c) for c in args.corpus)} "
           f"(at most {args.max_mb_per_repo:g} MB per repository)")
     _print_fp("localidx.redact", false_positives(corpus))
+    if args.baseline:
+        mb, ours, theirs = compare_speed(corpus, args.baseline)
+        print(f"  against {args.baseline}: {ours:.1f} MB/s here, {theirs:.1f} MB/s there over {mb:.1f} MB "
+              f"(best of 4 in turns, CPU time): {theirs / ours:.2f}x the time")
     if args.detect_secrets_python:
         _print_fp("detect-secrets", detect_secrets_corpus(args.detect_secrets_python, corpus))
 

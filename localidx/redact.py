@@ -335,7 +335,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
              _command_line_password, after=_COMMAND["curl"]),
     # -- more shapes people commit: provider tokens by their published prefixes and lengths, then the places a
     # password sits in without a "name = value" of its own.
-    _Pattern("stripe_key", re.compile(r"whsec_[A-Za-z0-9+/=]{24,}"), 0, ("whsec_",), bounded=True),
+    # A hint may be any piece of what it wakes: "hsec_" for "whsec_" spares the every-text pass a new first letter.
+    _Pattern("stripe_key", re.compile(r"whsec_[A-Za-z0-9+/=]{24,}"), 0, ("hsec_",), bounded=True),
     _Pattern("twilio_key", re.compile(r"(?:AC|SK)[0-9a-f]{32}(?![0-9A-Za-z])"), 0, ("twilio",), bounded=True),
     _Pattern("azure_key", re.compile(r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"), 0, ("q~",),
              bounded=True),  # an Entra ID (Azure AD) client secret
@@ -346,7 +347,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _Pattern("pulumi_token", re.compile(r"pul-[a-f0-9]{40}(?![a-f0-9])"), 0, ("pul-",), bounded=True),
     _Pattern("sentry_token", re.compile(r"sntryu_[a-f0-9]{64}|sntrys_[A-Za-z0-9+/=_]{50,}"), 0,
              ("sntryu_", "sntrys_"), bounded=True),
-    _Pattern("figma_token", re.compile(r"figd_[A-Za-z0-9_-]{38,}"), 0, ("figd_",), bounded=True),
+    _Pattern("figma_token", re.compile(r"figd_[A-Za-z0-9_-]{38,}"), 0, ("gd_",), bounded=True),
     _Pattern("notion_token", re.compile(r"ntn_[0-9]{11}[A-Za-z0-9]{35}(?![A-Za-z0-9])"), 0, ("ntn_",), bounded=True),
     _Pattern("planetscale_token", re.compile(r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}"), 0, ("pscale_",),
              bounded=True),
@@ -379,7 +380,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
              ("password", "passwd", "secret", "token", "apikey", "api_key", "accesskey", "access_key", "clientsecret",
               "client_secret", "credential", "credentials"), _random_token, bounded=True),
     # Terraform: the default of a variable whose name says secret (variable "db_password" { default = "..." }).
-    _Pattern("password", re.compile(r"default(?<![\w-]default)[ \t]*=[ \t]*\"([^\"\\\r\n]+)\""), 1, ('variable "',),
+    _Pattern("password", re.compile(r"default(?<![\w-]default)[ \t]*=[ \t]*\"([^\"\\\r\n]+)\""), 1, ('ariable "',),
              _random_token,
              after=_Context(re.compile(r"variable[ \t]+\"([\w-]+)\""), re.compile(r"\}"),
                             lambda m: _env_kind(m.group(1)) is not None)),
