@@ -560,7 +560,8 @@ def redact_env(text: str, deadline: float | None = None) -> tuple[str, list[Reda
 
 _ENV_LINE = re.compile(
     r"^[ \t]*(?:export[ \t]+)?(?P<key>[A-Za-z_][\w.-]*)[ \t]*=[ \t]*"
-    r"(?:\"(?P<dq>(?:[^\"\\]|\\.)*)\"|'(?P<sq>[^']*)'|(?P<raw>[^\r\n]*?))[ \t]*(?:[ \t]#[^\r\n]*)?$",
+    # The line ends before a CR too: "$" alone never matched a CRLF file's line, whose values then all stayed.
+    r"(?:\"(?P<dq>(?:[^\"\\]|\\.)*)\"|'(?P<sq>[^']*)'|(?P<raw>[^\r\n]*?))[ \t]*(?:[ \t]#[^\r\n]*)?(?=\r?$)",
     re.MULTILINE,
 )
 _ENV_REFERENCE = re.compile(r"^\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)$")

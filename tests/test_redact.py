@@ -159,6 +159,12 @@ def test_redact_env_redacts_secret_looking_keys_only():
     assert [r.line for r in found] == [3, 4, 5]
 
 
+def test_redact_env_reads_a_crlf_file_as_it_reads_any_other():
+    out, found = redact_env("DB_PASSWORD=hello\r\nAPI_KEY=abc\r\nPORT=1\r\n")
+    assert out == f"DB_PASSWORD={_marker('password')}\r\nAPI_KEY={_marker('api_key')}\r\nPORT=1\r\n"
+    assert [r.line for r in found] == [1, 2]
+
+
 def test_redact_env_also_catches_secrets_under_innocent_keys_and_multiline_values():
     text = f'NOTES="{AWS_KEY}"\nSIGNING_PRIVATE_KEY="line1\nline2\nline3"\nPORT=8080\n'
     out, found = redact_env(text)
