@@ -113,9 +113,9 @@ def test_every_secret_shape_is_in_the_index_redacted_in_every_field(indexed):
     answers = []
     for query in ("password token key secret", "connect password", "notify retry api_key", "deploy bot token",
                   "AccountKey storage", "Authorization Basic Bearer curl", "mysql sshpass", "webhook slack",
-                  "PuTTY Private-Lines", "RSA PRIVATE KEY", "define AUTH_KEY DB_PASSWORD",
-                  "variable db_password default", "machine login password", "setPassword jdbc", "client-key-data",
-                  "connect credential deploy",
+                  "PuTTY Private-Lines", "RSA PRIVATE KEY",
+                  "define AUTH_KEY DB_PASSWORD variable default", "machine login password setPassword jdbc",
+                  "client-key-data connect credential deploy",
                   *canaries):
         answers.append(_lx(root, env, "search", query, "--json", "-k", "100").stdout)
         answers.append(_lx(root, env, "context", query, "--json").stdout)
