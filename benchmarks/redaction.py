@@ -1,10 +1,12 @@
 """Redaction: recall on generated secrets, what a real index stores and serves, false positives and speed on real code.
 
     python benchmarks/redaction.py [--corpus DIR ...] [--max-mb-per-repo 4] [--detect-secrets-python PATH]
+    python benchmarks/redaction.py --worst-cases [CHARS ...]
 
-1. Recall. ``tests/secret_shapes.py`` makes secrets at random in the published shapes of 20 providers' credentials
-   and the usual passwords (over 250 strings, 24 shapes), placed in the lines people leave them in, across 12 kinds of
-   file (Python, JavaScript, YAML, .env, JSON, shell, INI, TOML, Dockerfile, Markdown, PuTTY .ppk, PEM). A secret is
+1. Recall. ``tests/secret_shapes.py`` makes secrets at random in the published shapes of over 50 providers'
+   credentials and the usual passwords (over 600 strings, 72 shapes), placed in the lines people leave them in,
+   across 16 kinds of file (Python, JavaScript, Java, PHP, Terraform, YAML, .env, JSON, shell, INI, TOML, Dockerfile,
+   Markdown, a hosts list, PuTTY .ppk, PEM). A secret is
    caught when none of its probes (the value, and a middle piece of a long one) is left in the redacted text.
 2. Stored and served. The files are committed to a git repository and indexed by the real CLI (secret files opted
    in, the fake embedder); every probe is looked for in the answers of ``search --json``, ``context --json`` and
@@ -12,7 +14,13 @@
    secrets must be found by the same checks (else the checks could not see a secret either).
 3. False positives and speed. ``redact`` over real repositories' text files (default: the repositories under
    /work/data/shortq/repos, read in place, at most ``--max-mb-per-repo`` each): what it replaces, by kind, per MB,
-   with examples (the replaced value masked), and its throughput.
+   with examples (the replaced value masked), and its throughput; with ``--baseline CHECKOUT`` the same texts through
+   another checkout's ``redact`` too, in turns, and the ratio of their times.
+
+4. Worst cases (``--worst-cases``, alone). For every pattern's literal and every secret name, followed by each of a
+   set of fillers, a crafted line (``literal+filler`` repeated, and one literal then the filler repeated) is redacted
+   at each given length (default 10,000 and 100,000 characters): the slowest per pattern, in MB/s of CPU time. A
+   pattern that backtracks shows as MB/s falling with the length.
 
 With ``--detect-secrets-python`` (a Python that has the ``detect-secrets`` package; localidx does not depend on it)
 the same recall, corpus and timing run through detect-secrets' default plugins and filters, side by side. Its
@@ -248,6 +256,111 @@ def detect_secrets_corpus(python: str, files: list[tuple[str, Path]]) -> dict:
             "files_hit": len({f["label"] for f in findings}), "examples": examples}
 
 
+def compare_speed(files: list[tuple[str, Path]], baseline: Path, rounds: int = 4) -> tuple[float, float, float]:
+    """(MB, this checkout's MB/s, the baseline checkout's MB/s): ``redact`` of both over the same texts, in turns,
+    best of ``rounds`` in CPU time (turns and CPU time keep the machine's other load out of the ratio)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("baseline_redact", baseline / "localidx" / "redact.py")
+    other = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = other
+    spec.loader.exec_module(other)
+    texts = []
+    for label, path in files:
+        data = path.read_bytes()
+        if b"\0" not in data[:8192]:
+            texts.append((label, data.decode("utf-8", errors="replace")))
+    from localidx import redact as ours
+
+    best = {"ours": float("inf"), "baseline": float("inf")}
+    for _ in range(rounds):
+        for name, module in (("ours", ours), ("baseline", other)):
+            started = time.process_time()
+            for label, text in texts:
+                (module.redact_env if Path(label).name.startswith(".env") else module.redact)(text)
+            best[name] = min(best[name], time.process_time() - started)
+    mb = sum(len(text.encode()) for _l, text in texts) / 1e6
+    return mb, mb / best["ours"], mb / best["baseline"]
+
+
+# -- 4. worst cases ---------------------------------------------------------------------------------------------------
+
+# What follows a pattern's literal in a crafted line: each makes some regex run far before it can fail.
+FILLERS = ("", " ", "a", "A1", "0", "_", "-", ":", "=", ".", "/", "+", "@", "\"", "'", "`", "\t", "://a:", " -p",
+           " -u a:", ":a@", "a=", "\\n", "{", "}", "<", "(", "&", ";", " = \"", ": ", "=\"", " #")
+
+
+def _cased_literals(pattern) -> list[str]:
+    """A pattern's hints as its regex writes them (``AIza``, ``eyJ``), and in lower and upper case."""
+    source = pattern.regex.pattern.replace("\\", "")
+    out = []
+    for hint in pattern.hints:
+        at = source.lower().find(hint)
+        out += [source[at:at + len(hint)]] if at >= 0 else []
+        out += [hint, hint.upper()]
+    return list(dict.fromkeys(out))
+
+
+def _repeated(unit: str, size: int) -> str:
+    return (unit * (size // max(1, len(unit)) + 1))[:size]
+
+
+def worst_case_lines() -> list[tuple[str, str, object, object]]:
+    """(what, line shape, redact function, size -> line) for every pattern's literal and every secret name followed
+    by every filler: ``literal+filler`` repeated, and one literal then the filler repeated; ``redact_env`` too."""
+    from localidx import redact as r
+
+    cases: list[tuple[str, str, object, object]] = []
+
+    def add(what, literal, filler, func, env=False):
+        glue = "=" if env else ""
+        cases.append((what, f"({literal!r}+{filler!r})*", func,
+                      lambda n, u=literal + glue + filler: _repeated(u, n)))
+        if filler:
+            cases.append((what, f"{literal!r}{'+=' if env else ''}+{filler!r}*", func,
+                          lambda n, h=literal + glue, f=filler: (h + _repeated(f, n))[:n]))
+
+    for pattern in r._PATTERNS:
+        for literal in _cased_literals(pattern):
+            for filler in FILLERS:
+                add(pattern.kind, literal, filler, r.redact)
+    for keyword in sorted({name.replace("?", "_") for name, _kind in r._SECRET_NAMES}):
+        for literal in (keyword, keyword.upper(), "x_" + keyword):
+            for filler in FILLERS:
+                add(f"name {keyword}", literal, filler, r.redact)
+                add(f".env {keyword}", literal, filler, r.redact_env, env=True)
+    return cases
+
+
+def _mbps(func, line: str) -> float:
+    started = time.process_time()  # CPU time: other processes on the machine do not count
+    func(line)
+    return len(line.encode()) / 1e6 / max(time.process_time() - started, 1e-6)
+
+
+def print_worst_cases(sizes: list[int]) -> None:
+    """Every case at the smallest size; the three slowest of each pattern again at each larger size (a regex that
+    backtracks shows there: its MB/s falls as the line grows)."""
+    cases = worst_case_lines()
+    by_what: dict[str, list] = defaultdict(list)
+    for what, shape, func, make in cases:
+        by_what[what].append((_mbps(func, make(sizes[0])), shape, func, make))
+    print(f"worst cases: {len(cases)} crafted lines; per pattern or name the slowest, in MB/s at "
+          f"{' / '.join(f'{s:,}' for s in sizes)} characters:")
+    slowest = []
+    for what, rows in sorted(by_what.items()):
+        rows.sort(key=lambda row: row[0])
+        worst = None
+        for mbps, shape, func, make in rows[:3]:
+            figures = [mbps] + [_mbps(func, make(size)) for size in sizes[1:]]
+            if worst is None or min(figures) < min(worst[0]):
+                worst = (figures, shape)
+        slowest.append((min(worst[0]), what, worst))
+    for low, what, (figures, shape) in sorted(slowest, key=lambda x: x[0])[:25]:
+        print(f"  {' '.join(f'{f:8.1f}' for f in figures)}  {what:<24} {shape}")
+    print(f"  ... {len(slowest)} patterns and names; slowest of all: {min(s[0] for s in slowest):.1f} MB/s")
+
+
 # -- report ---------------------------------------------------------------------------------------------------------
 
 
@@ -277,7 +390,14 @@ def main() -> None:
     parser.add_argument("--per-place", type=int, default=3, help="secrets per place and shape (3: about 270)")
     parser.add_argument("--detect-secrets-python", default=None)
     parser.add_argument("--skip-index", action="store_true")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="CHECKOUT",
+                        help="also time another checkout's redact over the same real code, in turns (the cost ratio)")
+    parser.add_argument("--worst-cases", type=int, nargs="*", default=None, metavar="CHARS",
+                        help="only the crafted worst-case lines, at these line lengths (default 10000 100000)")
     args = parser.parse_args()
+    if args.worst_cases is not None:
+        print_worst_cases(sorted(args.worst_cases or [10_000, 100_000]))
+        return
 
     files, secrets, canaries = make_repository_files(seed=20240611, per_place=args.per_place)
     shapes = sorted({s.shape for s in secrets})
@@ -303,6 +423,10 @@ def main() -> None:
     print(f"real code: {len(corpus)} text files from {', '.join(str(c) for c in args.corpus)} "
           f"(at most {args.max_mb_per_repo:g} MB per repository)")
     _print_fp("localidx.redact", false_positives(corpus))
+    if args.baseline:
+        mb, ours, theirs = compare_speed(corpus, args.baseline)
+        print(f"  against {args.baseline}: {ours:.1f} MB/s here, {theirs:.1f} MB/s there over {mb:.1f} MB "
+              f"(best of 4 in turns, CPU time): {theirs / ours:.2f}x the time")
     if args.detect_secrets_python:
         _print_fp("detect-secrets", detect_secrets_corpus(args.detect_secrets_python, corpus))
 

@@ -19,16 +19,25 @@ Invariants:
 - Detection is data: ``_PATTERNS`` is a table of (kind, compiled regex, secret group, cheap hints, extra check), and
   the "secret-looking name = literal" rule is the ``_SECRET_NAMES`` table plus ``_looks_secret``. No per-kind branches.
 - The common case is cheap: one regex pass over the lower-cased text finds every hint and keyword at once; a text
-  with none costs that pass and nothing more (50-60 MB/s on one core over the CPython standard library).
+  with none costs that pass and nothing more.
+- Time is linear in the text, whatever it holds: no regex backtracks over a run it cannot end in (atomic groups,
+  lookbehinds after a literal, a command word found by binary search instead of a lazy scan), a name is read once
+  however many keywords it holds, and a keyword inside a blank-free value already read is part of that value.
+  ``benchmarks/redaction.py --worst-cases`` crafts a line per pattern and name. ``redact`` also takes a deadline
+  (``RedactionTimeout``): the chunker gives each pass over a file ``parse_timeout_s``.
 
 Kinds: aws_access_key, aws_secret_key, private_key (PEM blocks, PuTTY ``.ppk`` private lines, age keys),
 github_token, gitlab_token, slack_token, slack_webhook, discord_webhook, azure_key (``AccountKey=``,
 ``SharedAccessKey=``, a SAS ``sig=``), sendgrid_key, mailgun_key, mailchimp_key, shopify_token, pypi_token,
 square_token, telegram_token, databricks_token, digitalocean_token, vault_token, google_oauth, atlassian_token,
 huggingface_token, postman_key, linear_key, nuget_key, stripe_key, anthropic_key, openai_key, google_api_key,
-npm_token, jwt, basic_auth (``Basic <base64 of user:pw>``), connection_string (the password of
-``scheme://user:pw@host`` only), password on a command line (``mysql -pPW``, ``sshpass -p PW``, ``--password=PW``,
-``curl -u user:PW``), token (``Bearer <token>``), and from assignments password, secret, token, api_key. The shapes
+npm_token, whsec_ and Twilio, Entra ID client secrets, the prefixed tokens of 22 more providers (Grafana, Doppler,
+Pulumi, Sentry, Figma, Notion, PlanetScale, Dynatrace, New Relic, Supabase, Groq, Replicate, Perplexity, Mapbox,
+Tailscale, Brevo, Contentful, EasyPost, Shippo, Clojars, Prefect, Slack apps), jwt, basic_auth (``Basic <base64 of
+user:pw>``), connection_string (the password of ``scheme://user:pw@host`` only), password on a command line
+(``mysql -pPW``, ``sshpass -p PW``, ``--password=PW``, ``curl -u user:PW``), ``.netrc`` and ``.pgpass`` lines, PHP ``define('DB_PASSWORD', ...)``, setters
+(``setPassword("...")``), a Terraform secret variable's ``default``, a kubeconfig's ``client-key-data``, token
+(``Bearer <token>``), and from assignments password, secret, token, api_key. The shapes
 are written from the providers' published token formats.
 
 What counts as a secret value in an assignment (``password = "..."``, ``"token": "..."``, ``API_KEY=...``, YAML
@@ -45,6 +54,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
@@ -53,6 +63,20 @@ REPLACEMENT = "«redacted:{kind}»"
 
 # Everything str.splitlines() breaks on; a redacted span keeps exactly these characters so line numbers hold.
 _LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+class RedactionTimeout(Exception):
+    """Redaction ran past its deadline: the text cannot be said to be free of secrets, so none of it may be kept."""
+
+
+def deadline_after(seconds: float) -> float | None:
+    """A ``time.monotonic()`` deadline ``seconds`` from now for ``redact``; None (no limit) for 0 or less."""
+    return time.monotonic() + seconds if seconds > 0 else None
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise RedactionTimeout("redaction took too long")
 
 
 @dataclass
@@ -74,6 +98,35 @@ class _Pattern:
     # match, not as a leading lookbehind: a regex that starts with a literal is searched for by the engine's fast
     # literal scan, one that starts with a lookbehind is tried at every position (10 to 60 times slower).
     bounded: bool = False
+    after: _Context | None = None  # what must come before the match, as the command or block it is part of
+    name: int = 0  # a group holding the name the value is given to, which must look secret (``_env_kind``); 0: none
+
+
+@dataclass(frozen=True)
+class _Context:
+    """A match counts only after a match of ``regex`` with none of ``breaks`` between them: ``-pPW`` after a
+    ``mysql`` in the same command, ``default = "..."`` inside a Terraform variable whose name says secret.
+
+    Read with two sorted lists and a binary search per match (``_in_context``): a lazy ``mysql.*?-p`` regex tried
+    from every ``mysql`` of a line cost quadratic time.
+    """
+
+    regex: re.Pattern
+    breaks: re.Pattern
+    check: Callable[[re.Match], bool] | None = None  # a further test on the context's match
+
+
+def _in_context(context: _Context, text: str, at: int, cache: dict) -> bool:
+    found = cache.get(context)
+    if found is None:
+        ends = [m.end() for m in context.regex.finditer(text) if context.check is None or context.check(m)]
+        found = cache[context] = (ends, [m.start() for m in context.breaks.finditer(text)])
+    ends, breaks = found
+    i = bisect.bisect_right(ends, at) - 1
+    if i < 0:
+        return False
+    j = bisect.bisect_right(breaks, at) - 1
+    return j < 0 or breaks[j] < ends[i]
 
 
 def _letters_and_digits(value: str) -> bool:
@@ -125,10 +178,23 @@ def _command_line_password(value: str) -> bool:
     return not any(word in lowered for word in ("pass", "pwd", "secret", "token"))
 
 
+def _defined_value(value: str) -> bool:
+    """A literal given to a secret-looking name in a call (``define('AUTH_KEY', '...')``): blanks allowed (WordPress
+    salts have them), placeholders and plain words not."""
+    return len(value) >= 8 and not _is_placeholder(value) and not _plain_words(value)
+
+
 def _random_token(value: str) -> bool:
     """A bearer token or a command-line password: not a placeholder, not a variable, not plain words."""
     return _looks_secret(value.strip("'\""))
 
+
+_COMMAND_BREAK = re.compile(r"[\r\n|;&]")
+# A command word that starts a word (``mysqldump``, ``mariadb-client`` too), for the options that follow it.
+_COMMAND = {
+    "mysql": _Context(re.compile(r"(?:mysql(?<![\w-]mysql)|mariadb(?<![\w-]mariadb))[\w-]*"), _COMMAND_BREAK),
+    "curl": _Context(re.compile(r"curl(?<![\w-]curl)\b"), _COMMAND_BREAK),
+}
 
 # Ordered most specific first: where two matches overlap, the earlier row wins (an ``sk-ant-`` key inside
 # ``api_key = "..."`` is reported as anthropic_key, not api_key).
@@ -181,7 +247,9 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _Pattern("npm_token", re.compile(r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), 0, ("npm_",), bounded=True),
     _Pattern(
         "jwt",
-        re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
+        # The lookbehind after the literal keeps "eyJ" inside a run from starting a match: a line of "eyJeyJ..."
+        # made the engine scan the whole run from every "eyJ" in it (quadratic).
+        re.compile(r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
         0,
         ("eyj",),
         bounded=True,
@@ -258,13 +326,70 @@ _PATTERNS: tuple[_Pattern, ...] = (
     ),
     # A password on a command line: mysql -pPASSWORD (no blank: -p alone prompts), sshpass -p PW, --password=PW,
     # curl -u user:PW (the part after the colon).
-    _Pattern("password", re.compile(r"(?:mysql|mariadb)[\w-]*\b[^\r\n|;&]*?[ \t]-p(?!assword)" + _CLI_VALUE), 1,
-             ("mysql", "mariadb"), _command_line_password, bounded=True),
+    _Pattern("password", re.compile(r"[ \t]-p(?!assword)" + _CLI_VALUE), 1, ("mysql", "mariadb"),
+             _command_line_password, after=_COMMAND["mysql"]),
     _Pattern("password", re.compile(r"sshpass[ \t]+-p[ \t]*" + _CLI_VALUE), 1, ("sshpass",), _command_line_password,
              bounded=True),
     _Pattern("password", re.compile(r"--password[= ]" + _CLI_VALUE), 1, ("--password",), _command_line_password),
-    _Pattern("password", re.compile(r"curl\b[^\r\n|;&]*?[ \t](?:-u|--user)[ \t]*['\"]?[^\s:'\"]*:([^\s'\"]+)"), 1,
-             ("curl",), _command_line_password, bounded=True),
+    _Pattern("password", re.compile(r"[ \t](?:-u|--user)[ \t]*['\"]?[^\s:'\"]*:([^\s'\"]+)"), 1, ("curl",),
+             _command_line_password, after=_COMMAND["curl"]),
+    # -- more shapes people commit: provider tokens by their published prefixes and lengths, then the places a
+    # password sits in without a "name = value" of its own.
+    # A hint may be any piece of what it wakes: "hsec_" for "whsec_" spares the every-text pass a new first letter.
+    _Pattern("stripe_key", re.compile(r"whsec_[A-Za-z0-9+/=]{24,}"), 0, ("hsec_",), bounded=True),
+    _Pattern("twilio_key", re.compile(r"(?:AC|SK)[0-9a-f]{32}(?![0-9A-Za-z])"), 0, ("twilio",), bounded=True),
+    _Pattern("azure_key", re.compile(r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"), 0, ("q~",),
+             bounded=True),  # an Entra ID (Azure AD) client secret
+    _Pattern("grafana_token", re.compile(r"glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"), 0,
+             ("glc_", "glsa_"), bounded=True),
+    _Pattern("doppler_token", re.compile(r"dp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9]{40,44}"), 0,
+             ("dp.pt.", "dp.st.", "dp.ct.", "dp.sa.", "dp.scim.", "dp.audit."), bounded=True),
+    _Pattern("pulumi_token", re.compile(r"pul-[a-f0-9]{40}(?![a-f0-9])"), 0, ("pul-",), bounded=True),
+    _Pattern("sentry_token", re.compile(r"sntryu_[a-f0-9]{64}|sntrys_[A-Za-z0-9+/=_]{50,}"), 0,
+             ("sntryu_", "sntrys_"), bounded=True),
+    _Pattern("figma_token", re.compile(r"figd_[A-Za-z0-9_-]{38,}"), 0, ("gd_",), bounded=True),
+    _Pattern("notion_token", re.compile(r"ntn_[0-9]{11}[A-Za-z0-9]{35}(?![A-Za-z0-9])"), 0, ("ntn_",), bounded=True),
+    _Pattern("planetscale_token", re.compile(r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}"), 0, ("pscale_",),
+             bounded=True),
+    _Pattern("dynatrace_token", re.compile(r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}"), 0, ("dt0c01.",), bounded=True),
+    _Pattern("newrelic_key", re.compile(r"NRAK-[A-Z0-9]{27}(?![A-Z0-9])"), 0, ("nrak-",), bounded=True),
+    _Pattern("supabase_token", re.compile(r"sbp_[a-f0-9]{40}(?![a-f0-9])"), 0, ("sbp_",), bounded=True),
+    _Pattern("slack_token", re.compile(r"xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]{16,}"), 0, ("xapp-",), bounded=True),
+    _Pattern("groq_key", re.compile(r"gsk_[A-Za-z0-9]{52}(?![A-Za-z0-9])"), 0, ("gsk_",), bounded=True),
+    _Pattern("replicate_token", re.compile(r"r8_[A-Za-z0-9]{37}(?![A-Za-z0-9])"), 0, ("r8_",), bounded=True),
+    _Pattern("perplexity_key", re.compile(r"pplx-[A-Za-z0-9]{48}(?![A-Za-z0-9])"), 0, ("pplx-",), bounded=True),
+    _Pattern("mapbox_token", re.compile(r"sk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"), 0, ("sk.eyj",),
+             bounded=True),
+    _Pattern("tailscale_key", re.compile(r"tskey-(?:api|auth|client|webhook)-[A-Za-z0-9]{6,}-[A-Za-z0-9]{16,}"), 0,
+             ("tskey-",), bounded=True),
+    _Pattern("sendinblue_key", re.compile(r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"), 0, ("xkeysib-",), bounded=True),
+    _Pattern("contentful_token", re.compile(r"CFPAT-[A-Za-z0-9_-]{43}"), 0, ("cfpat-",), bounded=True),
+    _Pattern("easypost_key", re.compile(r"EZ[AT]K[A-Za-z0-9]{54}"), 0, ("ezak", "eztk"), bounded=True),
+    _Pattern("shippo_token", re.compile(r"shippo_(?:live|test)_[a-f0-9]{40}"), 0, ("shippo_",), bounded=True),
+    _Pattern("clojars_token", re.compile(r"CLOJARS_[a-z0-9]{60}"), 0, ("clojars_",), bounded=True),
+    _Pattern("prefect_key", re.compile(r"pnu_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), 0, ("pnu_",), bounded=True),
+    # A kubeconfig's client key (base64 of a PEM block).
+    _Pattern("private_key", re.compile(r"client-key-data:[ \t]*[\"']?([A-Za-z0-9+/=]{20,})"), 1, ("client-key-data",)),
+    # PHP's define('DB_PASSWORD', '...') and WordPress's keys and salts: the name is a string, so no "name = value".
+    _Pattern("secret", re.compile(r"define\([ \t]*['\"]([A-Za-z0-9_]+)['\"][ \t]*,[ \t]*(?:'([^'\\\r\n]+)'|"
+                                  r"\"([^\"\\\r\n]+)\")"), (2, 3), ("define(",), _defined_value, name=1),
+    # A setter given a literal: ds.setPassword("..."), builder.setApiKey('...'), client.set_token("...").
+    _Pattern("password", re.compile(r"set_?(?:[Pp]ass(?:word|wd)|[Ss]ecret|[Cc]lient_?[Ss]ecret|(?:[Aa]uth_?)?[Tt]oken|"
+                                    r"[Aa]pi_?[Kk]ey|[Aa]ccess_?[Kk]ey|[Cc]redentials?)\([ \t]*(?:\"([^\"\\\r\n]+)\"|"
+                                    r"'([^'\\\r\n]+)')"), (1, 2),
+             ("password", "passwd", "secret", "token", "apikey", "api_key", "accesskey", "access_key", "clientsecret",
+              "client_secret", "credential", "credentials"), _random_token, bounded=True),
+    # Terraform: the default of a variable whose name says secret (variable "db_password" { default = "..." }).
+    _Pattern("password", re.compile(r"default(?<![\w-]default)[ \t]*=[ \t]*\"([^\"\\\r\n]+)\""), 1, ('ariable "',),
+             _random_token,
+             after=_Context(re.compile(r"variable[ \t]+\"([\w-]+)\""), re.compile(r"\}"),
+                            lambda m: _env_kind(m.group(1)) is not None)),
+    # .netrc syntax in a file of any name: machine HOST login USER password PW (on one line or several).
+    _Pattern("password", re.compile(r"password[ \t]+([^\s]+)"), 1, ("machine",), _random_token, bounded=True,
+             after=_Context(re.compile(r"machine(?<![\w-]machine)[ \t]+[^\s]+"), re.compile(r"(?!)"))),
+    # .pgpass syntax in a file of any name: host:port:database:user:password, one entry a line.
+    _Pattern("password", re.compile(r"(?m)^[^:\s#]+:(?:\d{1,5}|\*):[^:\s]*:[^:\s]*:([^\s]+)(?=\r?$)"), 1,
+             (":5432:", ":*:"), _command_line_password),
     _Pattern(
         "connection_string",
         # Starts at "://" so the regex engine can jump between literal hits; only the password is the secret.
@@ -287,6 +412,7 @@ _SECRET_NAMES: tuple[tuple[str, str], ...] = (
     ("passphrase", "password"),
     ("pass", "password"),  # db_pass, SMTP_PASS, dbPass: a word of its own only (never bypass, compass)
     ("pwd", "password"),
+    ("pw", "password"),  # db_pw, SMTP_PW, dbPw: a word of its own only, like "pass"
     ("api?key", "api_key"),
     ("access?key", "api_key"),
     ("private?key", "secret"),
@@ -313,18 +439,20 @@ _NAME_KINDS: dict[str, str] = {spelling: kind for name, kind in _SECRET_NAMES fo
 # After the keyword: the rest of the identifier, an optional closing quote (JSON/dict keys), an optional type word
 # (Go's ``var token string = ...``), then an assignment operator.
 # A quoted key takes no type word: in ``class="token" href="#x"`` the quoted word is a value, not a key.
-_NAME_TAIL = re.compile(r"(?P<rest>[\w-]*)(?:(?P<q>[\"'])[ \t]*|[ \t]*(?:[A-Za-z_][\w\[\].*]*[ \t]*)?)"
+# The rest of the name is read whole, never given back (an atomic group, written so that Python 3.10 has it too):
+# backtracking into a long name made a line of ``TOKEN_TOKEN_...`` cost cubic time.
+_NAME_TAIL = re.compile(r"(?=(?P<rest>[\w-]*))(?P=rest)(?:(?P<q>[\"'])[ \t]*|[ \t]*(?:[A-Za-z_][\w\[\].*]*[ \t]*)?)"
                         r"(?P<op>:=|=>|=|:)")
-
-# After ``name:`` a type annotation may come before the real ``=`` (Python, TypeScript, Kotlin, Rust).
-# The blank before "=" tells ``token: str = "..."`` from a YAML value that holds "=" (``secret: c2VjcmV0==``).
-_ANNOTATION = re.compile(r"[ \t]*[A-Za-z_&*][\w\[\]., |&*<>?]*?[ \t]+=(?![=>])")
+# After ``name:`` a type annotation may come before the real ``=`` (Python, TypeScript, Kotlin, Rust): its
+# characters, read as one run (``_annotation_end`` looks at what ends it).
+_ANNOTATION = re.compile(r"[ \t]*[A-Za-z_&*][\w\[\]., \t|&*<>?]*")
+_BLANK = re.compile(r"\s")
 _VALUE = re.compile(
     r"[ \t]*(?:\"(?P<dq>(?:[^\"\\\r\n]|\\.)*)\"|'(?P<sq>(?:[^'\\\r\n]|\\.)*)'|`(?P<bq>[^`\r\n]*)`"
     # A bare value may not start with what YAML reserves (& anchor, * alias, ! tag, | > blocks) or an operator.
     # A bare value ends at a backslash too: inside a string literal that is an escape (\n), not part of the value.
     # A bare value ends at "&" too: in a query string (token=abc&user=x) the next parameter is not part of it.
-    r"|(?P<bare>[^\s\"'`,;()\[\]{}<>=&*!|%@\\][^\s\"'`,;()\[\]{}<>\\&]*)(?=[\s,;\\&]|$))"
+    r"|(?P<bare>[^\s\"'`,;()\[\]{}<>=&*!|%@\\][^\s\"'`,;()\[\]{}<>\\&]*)(?=[\s,;\\&\"'`]|$))"
 )
 
 # The last word of a name that says the value describes a secret rather than being one (token_type, secret_name).
@@ -389,18 +517,20 @@ _HINT_PATTERNS: dict[str, tuple[int, ...]] = {
 _TRIGGER = re.compile(_trie_regex(sorted(set(_HINT_PATTERNS) | set(_NAME_KINDS))))
 
 
-def redact(text: str) -> tuple[str, list[Redaction]]:
+def redact(text: str, deadline: float | None = None) -> tuple[str, list[Redaction]]:
     """Replace every secret in ``text`` with ``«redacted:KIND»``, keeping line breaks; return the text and what went.
 
-    A text with nothing to redact is returned as the same object with an empty list.
+    A text with nothing to redact is returned as the same object with an empty list. Past ``deadline`` (a
+    ``time.monotonic()`` value, see ``deadline_after``) it raises ``RedactionTimeout``: checked between passes, so it
+    overruns by one linear pass at most.
     """
-    spans = _find(text)
+    spans = _find(text, deadline)
     if not spans:
         return text, []
     return _apply(text, spans)
 
 
-def redact_env(text: str) -> tuple[str, list[Redaction]]:
+def redact_env(text: str, deadline: float | None = None) -> tuple[str, list[Redaction]]:
     """Redact a ``.env``-style file: the value of every ``KEY=value`` whose key looks secret, and all ``redact`` finds.
 
     Keys look secret when one of their parts is a word such as PASSWORD, SECRET, TOKEN, KEY, CREDENTIAL, PRIVATE,
@@ -408,7 +538,7 @@ def redact_env(text: str) -> tuple[str, list[Redaction]]:
     (``TOKEN_TTL``, ``AUTH_URL``, ``PASSWORD_MIN_LENGTH``). Empty values, switches (``AUTH_ENABLED=true``) and pure
     references to another variable (``${OTHER}``, ``$OTHER``) are left alone: they hold no secret and help search.
     """
-    found = _find(text)
+    found = _find(text, deadline)
     spans: list[tuple[int, int, str]] = []
     for m in _ENV_LINE.finditer(text):
         kind = _env_kind(m.group("key"))
@@ -430,7 +560,8 @@ def redact_env(text: str) -> tuple[str, list[Redaction]]:
 
 _ENV_LINE = re.compile(
     r"^[ \t]*(?:export[ \t]+)?(?P<key>[A-Za-z_][\w.-]*)[ \t]*=[ \t]*"
-    r"(?:\"(?P<dq>(?:[^\"\\]|\\.)*)\"|'(?P<sq>[^']*)'|(?P<raw>[^\r\n]*?))[ \t]*(?:[ \t]#[^\r\n]*)?$",
+    # The line ends before a CR too: "$" alone never matched a CRLF file's line, whose values then all stayed.
+    r"(?:\"(?P<dq>(?:[^\"\\]|\\.)*)\"|'(?P<sq>[^']*)'|(?P<raw>[^\r\n]*?))[ \t]*(?:[ \t]#[^\r\n]*)?(?=\r?$)",
     re.MULTILINE,
 )
 _ENV_REFERENCE = re.compile(r"^\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)$")
@@ -474,7 +605,7 @@ def _env_kind(key: str) -> str | None:
     return None
 
 
-def _find(text: str) -> list[tuple[int, int, str]]:
+def _find(text: str, deadline: float | None = None) -> list[tuple[int, int, str]]:
     """Non-overlapping (start, end, kind) spans of secrets, in text order."""
     if not text:
         return []
@@ -490,12 +621,18 @@ def _find(text: str) -> list[tuple[int, int, str]]:
         if literal in _NAME_KINDS:
             keywords.append((m.start(), m.end(), _NAME_KINDS[literal]))
     spans: list[tuple[int, int, str]] = []
+    contexts: dict = {}
     for i, pattern in enumerate(_PATTERNS):  # table order: the more specific pattern claims a span first
         if i not in patterns:
             continue
+        _check(deadline)
         found = []
         for m in pattern.regex.finditer(text):
             if pattern.bounded and m.start() and (text[m.start() - 1].isalnum() or text[m.start() - 1] in "_-"):
+                continue
+            if pattern.after is not None and not _in_context(pattern.after, text, m.start(), contexts):
+                continue
+            if pattern.name and _env_kind(m.group(pattern.name)) is None:
                 continue
             group = pattern.group if isinstance(pattern.group, int) else next(
                 (g for g in pattern.group if m.group(g) is not None), 0)
@@ -503,20 +640,75 @@ def _find(text: str) -> list[tuple[int, int, str]]:
             if start < end and (pattern.check is None or pattern.check(text[start:end])):
                 found.append((start, end, pattern.kind))
         spans = _merge(spans, found)
-    assignments = (_assignment_at(text, *keyword) for keyword in keywords)
-    return _merge(spans, [span for span in assignments if span is not None])
+    _check(deadline)
+    return _merge(spans, _assignments(text, keywords, deadline))
 
 
-def _assignment_at(text: str, kw_start: int, kw_end: int, kind: str) -> tuple[int, int, str] | None:
-    if not _keyword_ends_word(text, kw_start, kw_end):
-        return None
-    if text[kw_start:kw_end].lower() in _WORD_START_KEYWORDS and not (
-            _keyword_starts_word(text, kw_start) and _name_start(text, kw_start) < kw_start):
-        return None
+def _assignments(text: str, keywords: list[tuple[int, int, str]],
+                 deadline: float | None = None) -> list[tuple[int, int, str]]:
+    """The values assigned to secret-looking names: a (start, end, kind) span per accepted keyword.
+
+    Linear in the text whatever it holds: a name is read once however many keywords it holds (``TOKEN_TOKEN_...``),
+    its start is found without walking back over the same characters twice, and a keyword inside a value already
+    read without blanks (``token:token:token``) is part of that value, not a name of its own.
+    """
+    spans: list[tuple[int, int, str]] = []
+    names: dict[int, _Named | None] = {}  # name start -> what follows the name (None: no assignment)
+    last_kw, last_start = -1, 0
+    covered = -1  # keywords before this offset lie inside a blank-free value already read
+    for n, (kw_start, kw_end, kind) in enumerate(keywords):
+        if not n % 512:
+            _check(deadline)
+        if kw_start < covered or not _keyword_ends_word(text, kw_start, kw_end):
+            continue
+        name_start = kw_start
+        while name_start > 0 and (text[name_start - 1].isalnum() or text[name_start - 1] in "_-"):
+            name_start -= 1
+            if name_start == last_kw:  # the previous keyword is in the same name: its start is this one's
+                name_start = last_start
+                break
+        last_kw, last_start = kw_start, name_start
+        keyword = text[kw_start:kw_end].lower()
+        if keyword in _WORD_START_KEYWORDS and not (_keyword_starts_word(text, kw_start) and name_start < kw_start):
+            continue
+        if name_start not in names:
+            names[name_start] = _read_named(text, name_start, kw_end)
+        named = names[name_start]
+        if named is None:
+            continue
+        if named.unbroken:
+            covered = max(covered, named.end)
+        if named.accepted(keyword):
+            spans.append((named.start, named.end, kind))
+    return spans
+
+
+@dataclass
+class _Named:
+    """The literal assigned to a name, with the checks that do not depend on which keyword of the name matched."""
+
+    start: int
+    end: int
+    value: str  # the literal (an auth scheme word before it taken off)
+    lowered: str
+    raw_lowered: str  # the literal as written, scheme included, lower-cased
+    reference: bool  # a bare identifier that may be code naming something (``_is_reference``)
+    unbroken: bool  # no blank inside: a keyword inside it is part of it
+    ok: bool  # it looks secret, whichever keyword named it
+
+    def accepted(self, keyword: str) -> bool:
+        if not self.ok:
+            return False
+        if self.reference and keyword.replace("_", "").replace("-", "") in self.raw_lowered:
+            return False
+        # A value that names its own keyword is not one: token = "&_token=".
+        return not (len(keyword) >= 4 and keyword in self.lowered)
+
+
+def _read_named(text: str, name_start: int, kw_end: int) -> _Named | None:
     tail = _NAME_TAIL.match(text, kw_end)
     if tail is None:
         return None
-    name_start = _name_start(text, kw_start)
     if _last_word(text[name_start : tail.end("rest")]) in _DESCRIPTIVE_SUFFIXES:
         return None
     # A quoted key must be the whole string ("password": ...), not the tail of one ("AWS::IAM::AccessKey": ...).
@@ -525,35 +717,59 @@ def _assignment_at(text: str, kw_start: int, kw_end: int, kind: str) -> tuple[in
     pos = tail.end("op")
     value = None
     if tail.group("op") == ":":
-        annotation = _ANNOTATION.match(text, pos)
+        annotation = _annotation_end(text, pos)
         if annotation is not None:
-            value = _VALUE.match(text, annotation.end())
+            value = _VALUE.match(text, annotation)
     if value is None:
         value = _VALUE.match(text, pos)
     if value is None:
         return None
     group = value.lastgroup
     start, end = value.span(group)
-    if group == "bare" and _is_reference(text[start:end], text[kw_start:kw_end], text[end : end + 1]):
-        return None
+    raw = text[start:end]
+    unbroken = _BLANK.search(raw) is None
+    reference = False
+    if group == "bare":
+        stripped = raw.rstrip("?!")  # Swift's and Kotlin's optional types, TypeScript's non-null assertion
+        if _IDENTIFIER.match(stripped):
+            if "." in stripped or text[end : end + 1] in (",", ";"):
+                return _Named(start, end, raw, "", "", False, unbroken, False)
+            reference = True
+    raw_lowered = raw.rstrip("?!").lower()
+    ok = True
     scheme = _AUTH_SCHEME.match(text, start, end)
     if scheme is not None:
         start = scheme.end()
         if scheme.group().lower().startswith("basic") and _basic_placeholder(text[start:end]):
-            return None
+            ok = False
     value_text = text[start:end]
-    if not _looks_secret(value_text) or _TYPE_UNION.match(value_text):
+    lowered = value_text.lower()
+    if ok and (not _looks_secret(value_text) or _TYPE_UNION.match(value_text)):
+        ok = False
+    name = text[name_start : tail.end("rest")].lower()
+    if ok and len(name) >= 4 and name in lowered:  # "next-auth": "npm:next-auth@^4.2"
+        ok = False
+    return _Named(start, end, value_text, lowered, raw_lowered, reference, unbroken, ok)
+
+
+def _annotation_end(text: str, pos: int) -> int | None:
+    """Where a type annotation after ``name:`` ends with its ``=`` (``token: str = "..."``), or None.
+
+    The blank before "=" tells ``token: str = "..."`` from a YAML value that holds "=" (``secret: c2VjcmV0==``).
+    Read as one run of annotation characters and a look at what ends it: no backtracking over blanks.
+    """
+    run = _ANNOTATION.match(text, pos)
+    if run is None:
         return None
-    name = text[name_start : tail.end("rest")]
-    # A value that names its own key or keyword is not one: "next-auth": "npm:next-auth@^4.2", token = "&_token=".
-    if any(len(word) >= 4 and word.lower() in value_text.lower() for word in (name, text[kw_start:kw_end])):
-        return None
-    return start, end, kind
+    end = run.end()
+    if text[end : end + 1] == "=" and text[end - 1] in " \t" and text[end + 1 : end + 2] not in ("=", ">"):
+        return end + 1
+    return None
 
 
 # Keywords that must start a word of the name, after another word: db_pass, SMTP_PASS, dbPass; not bypass, compass,
 # or the prose of "first pass: ..." and a log's "index pass: reason=...".
-_WORD_START_KEYWORDS = frozenset({"pass"})
+_WORD_START_KEYWORDS = frozenset({"pass", "pw"})
 
 
 def _keyword_starts_word(text: str, start: int) -> bool:
@@ -573,27 +789,9 @@ def _keyword_ends_word(text: str, start: int, end: int) -> bool:
     return not (after.isupper() and text[start:end].isupper())
 
 
-def _name_start(text: str, start: int) -> int:
-    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_-"):
-        start -= 1
-    return start
-
-
 def _last_word(name: str) -> str:
     words = _CAMEL_PART.findall(name.replace("-", "_"))
     return words[-1].lower() if words else ""
-
-
-def _is_reference(value: str, keyword: str, after: str) -> bool:
-    """Whether an unquoted value is code naming something rather than a literal.
-
-    ``rust_openssl.PrivateKey`` (dotted), ``kEnumerableProperty,`` (an identifier ending an object entry or a
-    statement), ``Ed25519PrivateKey`` (it repeats the keyword), ``URLCredential?`` and ``process.env.KEY!``.
-    """
-    value = value.rstrip("?!")  # Swift's and Kotlin's optional types, TypeScript's non-null assertion
-    if not _IDENTIFIER.match(value):
-        return False
-    return "." in value or after in (",", ";") or keyword.lower().replace("_", "").replace("-", "") in value.lower()
 
 
 def _looks_secret(value: str) -> bool:
@@ -640,6 +838,10 @@ def _plain_words(value: str) -> bool:
             continue
         # Random strings split into many tiny parts (Zx9Qw8Er), words into few longer ones (getUserName).
         if sum(map(len, words)) < 3 * len(words):
+            return False
+        # ... and a long one into tiny parts among longer ones (nhzAXSSBYZSJtD: Jt, D): names of 12 or more rarely
+        # have two.
+        if len(segment) >= 12 and sum(len(p) <= 2 for p in parts) >= 2:
             return False
         for word in words:
             acronym = word.isupper() and len(word) <= 5
@@ -692,41 +894,42 @@ _CHUNK_TEXT_FIELDS = ("text", "symbol", "name", "title", "parent", "signature", 
 _CHUNK_LIST_FIELDS = ("symbols", "calls", "decorators")
 
 
-def _clean(value: str) -> str:
-    return redact(value)[0] if value else value
+def _clean(value: str, deadline: float | None = None) -> str:
+    return redact(value, deadline)[0] if value else value
 
 
-def _clean_json(value):
+def _clean_json(value, deadline: float | None = None):
     if isinstance(value, str):
-        return _clean(value)
+        return _clean(value, deadline)
     if isinstance(value, list):
-        return [_clean_json(v) for v in value]
+        return [_clean_json(v, deadline) for v in value]
     if isinstance(value, dict):
-        return {k: _clean_json(v) for k, v in value.items()}
+        return {k: _clean_json(v, deadline) for k, v in value.items()}
     return value
 
 
-def scrub_chunks(chunks: list, ctx) -> None:
+def scrub_chunks(chunks: list, ctx, deadline: float | None = None) -> None:
     """Redact, in place, every text field of a file's draft chunks (``records.Chunk``) and of its ``FileContext``
-    (imports, module doc, endpoints): the one choke point all stored and served text passes (module docstring)."""
-    ctx.imports[:] = [_clean(line) for line in ctx.imports]  # the same list the call relations read
-    ctx.module_doc = _clean(ctx.module_doc)
+    (imports, module doc, endpoints): the one choke point all stored and served text passes (module docstring).
+    Raises ``RedactionTimeout`` past ``deadline``."""
+    ctx.imports[:] = [_clean(line, deadline) for line in ctx.imports]  # the same list the call relations read
+    ctx.module_doc = _clean(ctx.module_doc, deadline)
     for endpoint in ctx.endpoints:
-        endpoint.path, endpoint.handler = _clean(endpoint.path), _clean(endpoint.handler)
+        endpoint.path, endpoint.handler = _clean(endpoint.path, deadline), _clean(endpoint.handler, deadline)
     for chunk in chunks:
         for name in _CHUNK_TEXT_FIELDS:
             if name == "text" and _whole_lines_of(chunk, ctx):
                 continue  # the file's text was redacted whole (a key block split across chunks included)
             value = getattr(chunk, name)
-            cleaned = _clean(value)
+            cleaned = _clean(value, deadline)
             if cleaned is not value:
                 setattr(chunk, name, cleaned)
         for name in _CHUNK_LIST_FIELDS:
             values = getattr(chunk, name)
             if values:
-                setattr(chunk, name, [_clean(v) for v in values])
+                setattr(chunk, name, [_clean(v, deadline) for v in values])
         if chunk.tags:
-            chunk.tags = _clean_json(chunk.tags)
+            chunk.tags = _clean_json(chunk.tags, deadline)
 
 
 def _whole_lines_of(chunk, ctx) -> bool:

@@ -38,6 +38,10 @@ def _draw(rng: random.Random, alphabet: str, n: int) -> str:
             return value
 
 
+def _hex(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice(HEX) for _ in range(n))
+
+
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
@@ -74,6 +78,62 @@ SHAPES = {
     "telegram_token": lambda r: f"{r.randrange(10**8, 10**9)}:AA" + _draw(r, URLSAFE, 33),
     "huggingface_token": lambda r: "h" + "f_" + _draw(r, ALNUM, 34),
     "mailgun_key": lambda r: "ke" + "y-" + "".join(r.choice(HEX) for _ in range(32)),
+    # Provider tokens by their published prefixes and lengths.
+    "anthropic_key": lambda r: "sk-" + "ant-api03-" + _draw(r, URLSAFE, 80),
+    "github_pat": lambda r: "github" + "_pat_" + _draw(r, ALNUM, 22) + "_" + _draw(r, ALNUM, 59),
+    "gitlab_runner_token": lambda r: "gl" + "rt-" + _draw(r, URLSAFE, 20),
+    "shopify_token": lambda r: "shp" + "at_" + _hex(r, 32),
+    "pypi_token": lambda r: "pypi-" + "AgE" + _draw(r, URLSAFE, 70),
+    "square_token": lambda r: "sq0" + "atp-" + _draw(r, URLSAFE, 22),
+    "databricks_token": lambda r: "da" + "pi" + _hex(r, 32),
+    "digitalocean_token": lambda r: "do" + "p_v1_" + _hex(r, 64),
+    "vault_token": lambda r: "hv" + "s." + _draw(r, ALNUM, 90),
+    "google_oauth_secret": lambda r: "GOC" + "SPX-" + _draw(r, URLSAFE, 28),
+    "atlassian_token": lambda r: "ATA" + "TT3" + _draw(r, URLSAFE, 180),
+    "postman_key": lambda r: "PM" + "AK-" + _hex(r, 24) + "-" + _hex(r, 34),
+    "linear_key": lambda r: "lin" + "_api_" + _draw(r, ALNUM, 40),
+    "age_key": lambda r: "AGE-SECRET" + "-KEY-1" + "".join(r.choice(UPPER_DIGITS) for _ in range(58)),
+    "discord_webhook": lambda r: "https://discord.com/api/" + f"webhooks/{r.randrange(10**17, 10**18)}/"
+                       + _draw(r, URLSAFE, 68),
+    "stripe_webhook_secret": lambda r: "wh" + "sec_" + _draw(r, ALNUM, 32),
+    "twilio_account_sid": lambda r: "A" + "C" + _hex(r, 32),
+    "twilio_api_key": lambda r: "S" + "K" + _hex(r, 32),
+    "azure_client_secret": lambda r: (_draw(r, ALNUM, 3) + str(r.randrange(10)) + "Q" + "~"
+                                      + _draw(r, ALNUM + "_~.-", 34)),
+    "grafana_token": lambda r: "gl" + "c_" + _draw(r, ALNUM, 60),
+    "doppler_token": lambda r: "dp." + "pt." + _draw(r, ALNUM, 43),
+    "pulumi_token": lambda r: "pu" + "l-" + _hex(r, 40),
+    "sentry_token": lambda r: "sntr" + "yu_" + _hex(r, 64),
+    "figma_token": lambda r: "fig" + "d_" + _draw(r, URLSAFE, 40),
+    "notion_token": lambda r: "nt" + "n_" + "".join(r.choice(string.digits) for _ in range(11)) + _draw(r, ALNUM, 35),
+    "planetscale_token": lambda r: "pscale" + "_tkn_" + _draw(r, ALNUM, 43),
+    "dynatrace_token": lambda r: "dt0c01." + _draw(r, UPPER_DIGITS, 24) + "." + _draw(r, UPPER_DIGITS, 64),
+    "newrelic_key": lambda r: "NR" + "AK-" + _draw(r, UPPER_DIGITS, 27),
+    "supabase_token": lambda r: "sb" + "p_" + _hex(r, 40),
+    "slack_app_token": lambda r: "xa" + f"pp-1-A{_draw(r, UPPER_DIGITS, 10)}-{r.randrange(10**12, 10**13)}-"
+                       + _hex(r, 64),
+    "groq_key": lambda r: "gs" + "k_" + _draw(r, ALNUM, 52),
+    "replicate_token": lambda r: "r8" + "_" + _draw(r, ALNUM, 37),
+    "perplexity_key": lambda r: "pp" + "lx-" + _draw(r, ALNUM, 48),
+    "tailscale_key": lambda r: "tskey" + "-auth-" + _draw(r, ALNUM, 12) + "-" + _draw(r, ALNUM, 30),
+    "sendinblue_key": lambda r: "xkey" + "sib-" + _hex(r, 64) + "-" + _draw(r, ALNUM, 16),
+    "contentful_token": lambda r: "CF" + "PAT-" + _draw(r, URLSAFE, 43),
+    "clojars_token": lambda r: "CLOJARS" + "_" + "".join(r.choice(string.ascii_lowercase + string.digits)
+                                                          for _ in range(60)),
+    "prefect_key": lambda r: "pn" + "u_" + _draw(r, ALNUM, 36),
+    "mapbox_token": lambda r: "sk." + "eyJ" + _draw(r, URLSAFE, 60) + "." + _draw(r, URLSAFE, 22),
+    # Credentials in the places that have no "name = value" of their own.
+    "kube_client_key": lambda r: _b64(r, 120),
+    "wordpress_salt": lambda r: _draw(r, ALNUM + "!#^_-+ |@:;,?/~()[]=", 64),
+    "defined_password": lambda r: r.choice(ALNUM) + _draw(r, ALNUM + "!#^_-+", 14),
+    "libpq_password": lambda r: _draw(r, ALNUM, 16),
+    "jdbc_password": lambda r: _draw(r, ALNUM, 16),
+    "setter_password": lambda r: _draw(r, ALNUM + "!#^_-+", 16),
+    "pw_name": lambda r: _draw(r, ALNUM, 14),
+    "terraform_default": lambda r: _draw(r, ALNUM + "!#^_-+", 18),
+    "curl_api_key_header": lambda r: _draw(r, URLSAFE, 32),
+    "netrc_password": lambda r: _draw(r, ALNUM, 18),
+    "pgpass_password": lambda r: _draw(r, ALNUM, 18),
 }
 
 # shape -> lines that hold it ({v}: the value), by file kind. The kinds are the files ``make_repository_files`` writes.
@@ -122,13 +182,45 @@ PLACES: dict[str, dict[str, list[str]]] = {
     "huggingface_token": {"sh": ["huggingface-cli login --token {v}"], "py": ['login("{v}")']},
     "mailgun_key": {"js": ['const mg = mailgun.client({{ username: "api", key: "{v}" }});'],
                     "toml": ['mailgun = "{v}"']},
+    "kube_client_key": {"yaml": ["    client-key-data: {v}"]},
+    "wordpress_salt": {"php": ["define( 'AUTH_KEY', '{v}' );", "define('NONCE_SALT', '{v}');"]},
+    "defined_password": {"php": ["define('DB_PASSWORD', '{v}');"]},
+    "libpq_password": {"py": ['DSN = "host=db.internal port=5432 dbname=app user=app password={v}"'],
+                       "java": ['String dsn = "host=db user=app password={v}";']},
+    "jdbc_password": {"java": ['String url = "jdbc:postgresql://db:5432/app?user=app&password={v}";',
+                               'String mssql = "jdbc:sqlserver://db;databaseName=app;user=sa;password={v}";']},
+    "setter_password": {"java": ['ds.setPassword("{v}");', 'client.setApiKey("{v}");']},
+    "pw_name": {"py": ['smtp_pw = "{v}"'], "sh": ["export DB_PW={v}"], "js": ['const adminPw = "{v}";']},
+    "terraform_default": {"tf": ['variable "db_password" {{\n  type      = string\n  sensitive = true\n'
+                                 '  default   = "{v}"\n}}']},
+    "curl_api_key_header": {"sh": ["curl -H 'X-Api-Key: {v}' https://api.example.com/v1/items"]},
+    "netrc_password": {"txt": ["machine api.example.com login deploy password {v}",
+                               "machine ci.example.com\n  login builder\n  password {v}"]},
+    "pgpass_password": {"txt": ["db.internal:5432:app:deploy:{v}", "*:*:*:replicator:{v}"]},
+    "stripe_webhook_secret": {"py": ['event = stripe.Webhook.construct_event(payload, signature, "{v}")']},
+    "twilio_account_sid": {"py": ['TWILIO_ACCOUNT_SID = "{v}"'], "js": ['const client = twilio("{v}", authToken);']},
+    "twilio_api_key": {"py": ['client = Client("{v}", api_secret, account_sid)']},
+    "azure_client_secret": {"py": ['credential = ClientSecretCredential(tenant_id, client_id, "{v}")'],
+                            "json": ['  "clientSecret": "{v}",']},
 }
+
+# Provider tokens that go in the usual places: a call's argument, a config value, a variable of the shell.
+for _shape in ("anthropic_key", "github_pat", "gitlab_runner_token", "shopify_token", "pypi_token", "square_token",
+               "databricks_token", "digitalocean_token", "vault_token", "google_oauth_secret", "atlassian_token",
+               "postman_key", "linear_key", "age_key", "discord_webhook", "grafana_token", "doppler_token",
+               "pulumi_token", "sentry_token", "figma_token", "notion_token", "planetscale_token", "dynatrace_token",
+               "newrelic_key", "supabase_token", "slack_app_token", "groq_key", "replicate_token", "perplexity_key",
+               "tailscale_key", "sendinblue_key", "contentful_token", "clojars_token", "prefect_key",
+               "mapbox_token"):
+    PLACES[_shape] = {"py": ['client = connect("{v}")'], "yaml": ["  credential: {v}"],
+                      "sh": ["deploy --with {v}"]}
 
 # The files, their kind, and the code around the secret lines (each secret line goes into a body of its own).
 FILES = {
     "py": "app/settings.py", "js": "web/client.js", "yaml": "deploy/config.yaml", "env": ".env",
     "json": "config/app.json", "sh": "scripts/deploy.sh", "ini": "config/app.ini", "toml": "config/app.toml",
-    "docker": "Dockerfile", "md": "docs/setup.md",
+    "docker": "Dockerfile", "md": "docs/setup.md", "php": "site/config.php", "java": "src/Db.java",
+    "tf": "infra/variables.tf", "txt": "ops/hosts.txt",
 }
 
 
@@ -191,6 +283,16 @@ def _generic(kind: str, lines: list[str], canaries: list[str]) -> str:
                                            for n, line in enumerate(lines)) + "\n"
     if kind == "env":
         return f"APP_NAME={canary}\n" + "\n".join(lines) + "\n"
+    if kind == "php":
+        return f"<?php\n// {canary}\n" + "\n".join(lines) + "\n"
+    if kind == "java":
+        body = [f"    void open{n}() {{\n        {line}\n        log(\"{canaries[n % len(canaries)]}\");\n    }}"
+                for n, line in enumerate(lines)]
+        return "class Db {\n" + "\n\n".join(body) + "\n}\n"
+    if kind == "tf":
+        return f'# {canary}\nvariable "region" {{\n  default = "eu-west-1"\n}}\n\n' + "\n\n".join(lines) + "\n"
+    if kind == "txt":
+        return f"# hosts ({canary})\n" + "\n".join(lines) + "\n"
     raise ValueError(kind)
 
 

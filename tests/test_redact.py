@@ -159,6 +159,12 @@ def test_redact_env_redacts_secret_looking_keys_only():
     assert [r.line for r in found] == [3, 4, 5]
 
 
+def test_redact_env_reads_a_crlf_file_as_it_reads_any_other():
+    out, found = redact_env("DB_PASSWORD=hello\r\nAPI_KEY=abc\r\nPORT=1\r\n")
+    assert out == f"DB_PASSWORD={_marker('password')}\r\nAPI_KEY={_marker('api_key')}\r\nPORT=1\r\n"
+    assert [r.line for r in found] == [1, 2]
+
+
 def test_redact_env_also_catches_secrets_under_innocent_keys_and_multiline_values():
     text = f'NOTES="{AWS_KEY}"\nSIGNING_PRIVATE_KEY="line1\nline2\nline3"\nPORT=8080\n'
     out, found = redact_env(text)
@@ -281,3 +287,91 @@ def test_log_records_are_redacted_before_a_handler_writes_them(tmp_path):
         handler.close()
     text = (tmp_path / "x.log").read_text()
     assert GITHUB not in text and text.count("«redacted:github_token»") == 2  # the message and the exception
+
+
+# -- shapes that had no "name = value" of their own, each made here from harmless pieces ---------------------------
+
+PW = "Xk29dq" + "Lm77vQ4r"
+HEX32 = "0123456789abcdef" * 2
+
+NEW_SHAPES = [
+    pytest.param("    client-key-data: LS0tLS1CRUdJ" + ALNUM, "LS0tLS1CRUdJ" + ALNUM, "private_key", id="kubeconfig"),
+    pytest.param(f"define('DB_PASSWORD', '{PW}');", PW, "secret", id="php-define"),
+    pytest.param("define( 'AUTH_KEY', 'a|K h0 :;[]Zx9 ~q!#' );", "a|K h0 :;[]Zx9 ~q!#", "secret", id="wp-salt"),
+    pytest.param(f'dsn = "host=db port=5432 user=app password={PW}"', PW, "password", id="libpq"),
+    pytest.param(f'String u = "jdbc:postgresql://db/app?user=app&password={PW}";', PW, "password", id="jdbc"),
+    pytest.param(f'ds.setPassword("{PW}");', PW, "password", id="setter"),
+    pytest.param(f'smtp_pw = "{PW}"', PW, "password", id="pw-name"),
+    pytest.param(f'variable "db_password" {{\n  type = string\n  default = "{PW}"\n}}', PW, "password",
+                 id="terraform-default"),
+    pytest.param(f'TWILIO_ACCOUNT_SID = "A' + f'C{HEX32}"', "AC" + HEX32, "twilio_key", id="twilio-sid"),
+    pytest.param(f'stripe.Webhook.construct_event(p, s, "wh' + f'sec_{ALNUM[:32]}")', "whsec_" + ALNUM[:32],
+                 "stripe_key", id="whsec-positional"),
+    pytest.param('Credential(t, c, "abc8' + 'Q~' + ALNUM[:34] + '")', "abc8Q~" + ALNUM[:34], "azure_key",
+                 id="entra-client-secret"),
+    pytest.param(f"curl -H 'X-Api-Key: {PW}{PW}' https://api.example.com", PW + PW, "api_key", id="curl-header"),
+    pytest.param(f"machine api.example.com login deploy password {PW}", PW, "password", id="netrc-syntax"),
+    pytest.param(f"db.internal:5432:app:deploy:{PW}", PW, "password", id="pgpass-syntax"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret", "kind"), NEW_SHAPES)
+def test_shapes_without_an_assignment_of_their_own_are_redacted(text: str, secret: str, kind: str):
+    out, found = redact(text)
+    assert secret not in out, out
+    assert [r.kind for r in found] == [kind]
+    assert out.count("\n") == text.count("\n")
+
+
+NEW_NOT_SECRETS = [
+    'variable "region" {\n  default = "eu-west-1a9Zx"\n}',  # a default, but not of a secret's variable
+    "default = 'Xk29dqLm77vQ4r'",  # no Terraform variable around it
+    "The machine password is stored in a vault.",
+    "define('DB_NAME', 'wordpress_db9');",
+    "define('AUTH_KEY', 'put your unique phrase here');",
+    "mysql -u root -p app; echo -pX9kq2Lm",  # the -p after the command's end is not mysql's
+    "bypw = 'Xk29dqLm77vQ4r'",
+]
+
+
+@pytest.mark.parametrize("text", NEW_NOT_SECRETS)
+def test_look_alikes_of_the_shapes_without_an_assignment_are_left_alone(text: str):
+    out, found = redact(text)
+    assert out is text and found == []
+
+
+@pytest.mark.parametrize("line", [
+    pytest.param("TOKEN_" * 4000, id="secret-name-fragments"),  # was cubic: 47 s at 3,000 characters
+    pytest.param("mysql " * 8000 + "-p", id="mysql-words"),  # was quadratic
+    pytest.param("curl " * 5000 + "-u", id="curl-words"),
+    pytest.param("eyJ" * 30000, id="jwt-prefixes"),
+    pytest.param("token: a" + " " * 48000 + ")", id="annotation-blanks"),
+    pytest.param("token:" * 4000, id="values-in-values"),
+    pytest.param('x_token="' * 3000, id="dense-assignments"),
+])
+def test_crafted_lines_cost_linear_time(line: str):
+    """Each took from seconds to hours before (backtracking); linear, they take milliseconds. The bound is loose
+    enough for a loaded machine and far below what any super-linear pattern would need at these lengths."""
+    import time
+
+    started = time.process_time()
+    redact(line)
+    redact(line + "\n" + line[: len(line) // 2])
+    assert time.process_time() - started < 2.0
+
+
+def test_a_deadline_stops_redaction_with_an_error_not_a_partial_text():
+    from localidx.redact import RedactionTimeout
+
+    with pytest.raises(RedactionTimeout):
+        redact('x_token="abc"\n' * 50000, deadline=0.0)  # a monotonic clock is long past 0
+    assert redact(f'token = "{ALNUM}"', deadline=None)[1]
+
+
+def test_a_path_holding_a_token_is_a_secret_path_and_is_shown_redacted():
+    from localidx.discover.files import secret_in_path, shown_path
+
+    path = f"{GITHUB}/notes.py"
+    assert secret_in_path(path) and GITHUB not in shown_path(path) and shown_path(path).endswith("/notes.py")
+    assert not any(secret_in_path(p) for p in ("src/auth/token.py", "docs/password-reset.md", "a/b.py",
+                                               "secrets/README.md", "keys/api_key_test.go"))

@@ -109,14 +109,18 @@ def indexed(tmp_path_factory):
 
 def test_every_secret_shape_is_in_the_index_redacted_in_every_field(indexed):
     root, env, state, probes, canaries, secrets = indexed
-    assert len({s.shape for s in secrets}) >= 15 and len({s.kind for s in secrets}) >= 10
+    assert len({s.shape for s in secrets}) >= 40 and len({s.kind for s in secrets}) >= 10
     answers = []
     for query in ("password token key secret", "connect password", "notify retry api_key", "deploy bot token",
                   "AccountKey storage", "Authorization Basic Bearer curl", "mysql sshpass", "webhook slack",
-                  "PuTTY Private-Lines", "RSA PRIVATE KEY", *canaries):
+                  "PuTTY Private-Lines", "RSA PRIVATE KEY",
+                  "define AUTH_KEY DB_PASSWORD variable default", "machine login password setPassword jdbc",
+                  "client-key-data connect credential deploy",
+                  *canaries):
         answers.append(_lx(root, env, "search", query, "--json", "-k", "100").stdout)
         answers.append(_lx(root, env, "context", query, "--json").stdout)
-    chunked = _lx(root, env, "chunks", "--json", "app/deploy.py", "app/settings.py", ".env", "keys/deploy0.ppk")
+    chunked = _lx(root, env, "chunks", "--json", "app/deploy.py", "app/settings.py", ".env", "keys/deploy0.ppk",
+                  "site/config.php", "src/Db.java", "infra/variables.tf", "ops/hosts.txt", "deploy/config.yaml")
     answers.append(chunked.stdout)
     served = "\n".join(answers)
     stored = _disk(state)
@@ -154,3 +158,83 @@ def test_a_secret_taken_out_of_a_file_leaves_the_disk_with_a_rebuild(indexed, tm
     assert removed.encode() not in _disk(tmp_path / "state")
     found = _lx(root, env, "search", "db.internal", "--json")
     assert "a.py" in found.stdout  # the index still answers
+
+
+GH = "gh" + "p_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A7c"  # assembled here: no scanner flags this file
+
+
+def test_crafted_lines_secret_files_and_secret_paths_in_a_real_index(tmp_path):
+    """What a reviewer found, through ``localidx index`` on a real repository: a line of secret-name fragments
+    (cubic before: 47 s at 3,000 characters, hours at this length) is indexed at once with its token redacted; files
+    that hold credentials by their name are skipped and listed; a directory named after a token keeps the token out
+    of every answer and every byte of the index, through an incremental update too."""
+    import time
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    # Short lines around the crafted ones, or the file would be skipped as minified.
+    notes = "".join(f"note {n}\n" for n in range(300))
+    (root / "dense.txt").write_text(notes + "TOKEN_" * 3000 + f" {GH}\n" + "x_token=abc " * 2000 + "\n" + notes)
+    (root / "app.py").write_text("def canaryPelican():\n    return 'canaryPelican'\n")
+    secret_names = [".envrc", "kubeconfig", "wp-config.php", "prod.tfvars", "netrc", "pgpass.txt"]
+    for name in secret_names:
+        (root / name).write_text(f"canaryHeron = 1  # {name}\n")
+    (root / GH).mkdir()
+    (root / GH / "notes.py").write_text("def canaryIbis():\n    return 'canaryIbis'\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCALIDX_")}
+    env.update({"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "state"), "LOCALIDX_WATCH": "0",
+                "LOCALIDX_REGISTRY": str(tmp_path / "registry.json"), "LOCALIDX_CONFIG_DIR": str(tmp_path / "cfg")})
+    dry = _lx(root, env, "index", "--dry-run")
+    for name in secret_names:
+        assert f"{name}  (secret-file)" in dry.stdout, dry.stdout
+    assert "«redacted:github_token»/notes.py  (secret-in-path)" in dry.stdout and GH not in dry.stdout + dry.stderr
+    started = time.monotonic()
+    first = _lx(root, env, "index")
+    assert first.returncode == 0, first.stderr
+    assert time.monotonic() - started < 120  # the crafted line alone took hours before
+    (root / GH / "notes.py").write_text("def canaryIbis():\n    return 'canaryIbis changed'\n")
+    (root / "app.py").write_text("def canaryPelican():\n    return 'canaryPelican changed'\n")
+    assert _lx(root, env, "index").returncode == 0  # an incremental update with the secret path still there
+    served = "\n".join(_lx(root, env, *args).stdout for args in (
+        ("search", "TOKEN", "--json", "-k", "50"), ("search", "Ibis notes", "--json"),
+        ("search", "Heron", "--json"), ("search", "Pelican changed", "--json"),
+        ("context", "notes Ibis TOKEN", "--json"), ("status", "--json")))
+    stored = _disk(tmp_path / "state")
+    assert GH not in served and GH.encode() not in stored
+    assert "canaryHeron" not in served and b"canaryHeron" not in stored  # the secret files' text
+    assert "canaryIbis" not in served and b"canaryIbis" not in stored  # the file under the token's directory
+    assert "notes.py" not in served
+    # The checks can see: the other files are there, the crafted one redacted and searchable.
+    assert "canaryPelican changed" in served and b"canaryPelican changed" in stored
+    assert "«redacted:github_token»" in served and "dense.txt" in served
+
+
+def test_a_file_whose_redaction_overruns_the_bound_is_an_error_chunk_without_its_text(tmp_path):
+    """The parse timeout bounds redaction too: past it the file is indexed as an error chunk with the reason, the
+    problem the catalog records for any file, and none of its text (it may hold a secret redaction did not reach)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    secret = "Q" + "x9Lm2Wd7Kp4Zr8Tn"
+    (root / "slow.txt").write_text("".join(f'x_token="{secret}{n}"\n' for n in range(20000)))
+    (root / "fine.py").write_text("def canaryStork():\n    return 1\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCALIDX_")}
+    env.update({"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "state"), "LOCALIDX_WATCH": "0",
+                "LOCALIDX_REGISTRY": str(tmp_path / "registry.json"), "LOCALIDX_CONFIG_DIR": str(tmp_path / "cfg"),
+                "LOCALIDX_PARSE_TIMEOUT_S": "0.001"})
+    proc = _lx(root, env, "index")
+    assert proc.returncode == 0, proc.stderr
+    chunks = json.loads(_lx(root, env, "chunks", "--json", "slow.txt").stdout or "[]")
+    status = _lx(root, env, "status", "--json").stdout
+    found = _lx(root, env, "search", "slow redaction", "--json", "-k", "20").stdout
+    assert "redaction took over 0.001 s" in status, status
+    assert [c["kind"] for c in chunks if c["path"] == "slow.txt"] in ([], ["error"])
+    assert "slow.txt" in found and "redaction took over" in found
+    stored = _disk(tmp_path / "state")
+    assert secret not in found and secret.encode() not in stored
+    assert b"canaryStork" in stored  # the check can see what was indexed

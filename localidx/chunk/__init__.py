@@ -92,12 +92,32 @@ def _import_only(lines: list[str], imports: list[tuple[int, int, str]]) -> bool:
 def chunk_file(path: str, data: bytes, settings) -> FileChunks:
     """Chunk one file. ``path`` is repo-relative (forward slashes); ``data`` its bytes. Never raises: a chunker that
     fails costs the file its symbol chunks (``unparsed_file``), never the run."""
+    from localidx.redact import RedactionTimeout
+
     try:
         return _chunk_file(path, data, settings)
+    except RedactionTimeout:
+        reason = f"redaction took over {settings.parse_timeout_s:g} s"
+        log.warning("%s: %s", path, reason)
+        return _unredacted_file(path, data, reason)
     except Exception as exc:  # noqa: BLE001 - a bug in a chunker must cost one file, not the run
         reason = f"chunking failed: {type(exc).__name__}: {exc}".splitlines()[0][:300]
         log.warning("%s: %s", path, reason)
         return unparsed_file(path, data, settings, reason)
+
+
+def _unredacted_file(path: str, data: bytes, reason: str) -> FileChunks:
+    """A file whose redaction ran out of time: an error chunk with ``reason`` and none of its text, which cannot be
+    said to hold no secret (so no line windows either)."""
+    from localidx.chunk.finalize import finalize
+    from localidx.languages import language_for_path, text_type
+
+    spec = language_for_path(path)
+    language = spec.name if spec is not None else text_type(path)
+    chunk = error_chunk(path, language, 1, data.count(b"\n") + 1, reason)
+    chunk.start_byte, chunk.end_byte = 0, len(data)
+    return FileChunks(path=path, language=language, size=len(data), errors=[reason],
+                      chunks=finalize([chunk], FileContext(path=path, language=language)))
 
 
 def unparsed_file(path: str, data: bytes, settings, reason: str) -> FileChunks:
@@ -137,7 +157,7 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
     from localidx.chunk.windows import chunk_windows
     from localidx.discover import check_content, decode_source
     from localidx.languages import language_for_path, text_type
-    from localidx.redact import redact, redact_env
+    from localidx.redact import deadline_after, redact, redact_env
 
     result = FileChunks(path=path, size=len(data))
     reason = check_content(path, data, settings)
@@ -150,7 +170,9 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
     spec = language_for_path(path)
     config_lang = config_language(path)
     is_markdown = PurePosixPath(path).suffix[1:].lower() in MARKDOWN_EXTENSIONS
-    red_text, redactions = (redact_env if config_lang == "dotenv" else redact)(text)
+    # The parse timeout bounds each redaction pass too: the file's text here, every field at the choke point.
+    red_text, redactions = (redact_env if config_lang == "dotenv" else redact)(
+        text, deadline_after(settings.parse_timeout_s))
     result.redactions = len(redactions)
     lines = _split_lines(red_text)
     ctx = FileContext(path=path, language="", invalid_utf8=result.invalid_utf8)
@@ -187,7 +209,7 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
         chunk.start_byte, chunk.end_byte = offsets[chunk.start_line - 1], offsets[min(chunk.end_line, len(offsets) - 1)]
     ctx.text = "\n".join(lines)
     ctx.line_starts = _line_starts(lines)
-    result.chunks = finalize(chunks, ctx)
+    result.chunks = finalize(chunks, ctx, deadline_after(settings.parse_timeout_s))
     return result
 
 

@@ -23,10 +23,11 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def finalize(chunks: list[Chunk], ctx: FileContext) -> list[Chunk]:
+def finalize(chunks: list[Chunk], ctx: FileContext, deadline: float | None = None) -> list[Chunk]:
     """Fill ``id``, hashes, ``token_count``, ``parent_id``, ``tags`` and ``header`` of a file's drafts, after every
-    text field has passed the redaction choke point (``redact.scrub_chunks``)."""
-    scrub_chunks(chunks, ctx)
+    text field has passed the redaction choke point (``redact.scrub_chunks``; ``redact.RedactionTimeout`` past
+    ``deadline``, the file's redaction deadline)."""
+    scrub_chunks(chunks, ctx, deadline)
     counts = tokens.count_many([c.text for c in chunks])
     for chunk, count in zip(chunks, counts):
         chunk.content_hash = _sha(chunk.text)

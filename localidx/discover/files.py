@@ -41,6 +41,7 @@ SKIP_REASONS = (
     "localidxignore",
     "not-a-file",
     "undecodable-name",
+    "secret-in-path",
 )
 
 LOCALIDXIGNORE = ".localidxignore"
@@ -79,9 +80,12 @@ LOCK_FILE_SUFFIXES = (".lock", ".lockfile")
 
 # Files that usually hold credentials; an index is not a place for them (settings.include_secret_files opts in).
 SECRET_FILE_NAMES = frozenset(
-    {".env", "credentials", "credentials.json", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".htpasswd"}
+    {".env", "credentials", "credentials.json", ".netrc", "_netrc", "netrc", ".pgpass", "pgpass", "pgpass.txt",
+     ".git-credentials", ".htpasswd", ".envrc", "kubeconfig", "kubeconfig.yaml", "kubeconfig.yml", "wp-config.php"}
 )
-SECRET_FILE_SUFFIXES = (".pem", ".key", ".ppk", ".p12", ".pfx", ".keystore", ".jks")
+# Terraform variable values (passwords, keys) and kubeconfigs (client keys) under any name ending so.
+SECRET_FILE_SUFFIXES = (".pem", ".key", ".ppk", ".p12", ".pfx", ".keystore", ".jks", ".tfvars", ".tfvars.json",
+                        ".kubeconfig")
 SECRET_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")  # ssh private keys; the .pub halves are public
 ENV_FILE_PREFIX = ".env."
 # Templates that document which variables exist, with placeholder values: worth indexing.
@@ -286,13 +290,34 @@ def _looks_minified(data: bytes, max_line_chars: int) -> bool:
 
 
 def _name_skip_reason(path: str, settings: Settings) -> str | None:
-    """"lock-file" or "secret-file" when the file's name alone says so, else None."""
+    """"lock-file", "secret-file" or "secret-in-path" when the file's path alone says so, else None."""
+    if secret_in_path(path):
+        return "secret-in-path"
     name = posixpath.basename(path).lower()
     if name in LOCK_FILE_NAMES or name.endswith(LOCK_FILE_SUFFIXES):
         return "lock-file"
     if not settings.include_secret_files and _is_secret_name(name):
         return "secret-file"
     return None
+
+
+def secret_in_path(path: str) -> bool:
+    """Whether a secret (a token, a password in a URL) is part of the path itself.
+
+    A path is the file's identity in the index (incremental updates find its rows by it) and is shown with every
+    answer, so it cannot be redacted like text: such a file is skipped, and listed with the secret redacted
+    (``shown_path``), whatever ``include_secret_files`` says.
+    """
+    from localidx.redact import redact
+
+    return bool(redact(path)[1])
+
+
+def shown_path(path: str) -> str:
+    """``path`` as it may be shown or kept in a skipped file's record: with any secret in it redacted."""
+    from localidx.redact import redact
+
+    return redact(path)[0]
 
 
 def _is_secret_name(name: str) -> bool:
@@ -332,7 +357,7 @@ def _classify(root: Path, path: str, settings: Settings) -> SourceFile | Skipped
         return Skipped(path, "not-a-file")
     reason = _name_skip_reason(path, settings)
     if reason is not None:
-        return Skipped(path, reason)
+        return Skipped(shown_path(path) if reason == "secret-in-path" else path, reason)
     if st.st_size > settings.max_file_bytes:
         return Skipped(path, "too-large")
     if not os.access(abs_str, os.R_OK):
