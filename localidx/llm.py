@@ -620,21 +620,27 @@ def ask_pack(settings: Settings, build, *, answer_tokens: int, temperature: floa
     started = clock()
     window = model_window(settings)
     plan = plan_ask(settings, answer_tokens, window)
-    budget = int(max_tokens) if max_tokens else plan.pack_tokens
-    pack = build(max(_SHRINK_FLOOR, budget))
-    result.pack = pack
-    instructions = _instructions(pack)
-    # The real ratio, on the pack itself: a pack over the room is rebuilt smaller before anything is sent.
-    measured = model_tokens(settings, instructions)
-    if measured:
-        cl100k = _prompt_tokens(pack, instructions)
-        if cl100k >= 8:
-            plan.ratio, plan.ratio_source = measured / cl100k, "the server's tokenizer"
-        room = plan.window - plan.answer_tokens - plan.system_tokens - CHAT_OVERHEAD
-        if not max_tokens and measured > room:
-            budget = max(_SHRINK_FLOOR, int(cl100k * (room - int(plan.window * WINDOW_MARGIN)) / measured))
+
+    def fit(budget: int, rebuilds: int) -> tuple[dict, str, int]:
+        # The pack as built, counted in the model's tokens where the server can: a pack over the room (a tokenizer
+        # finer than planned, or a pack over its budget) is rebuilt smaller before anything is sent.
+        pack = build(budget)
+        instructions = _instructions(pack)
+        for _rebuild in range(rebuilds):
+            cl100k = _prompt_tokens(pack, instructions)
+            measured = model_tokens(settings, instructions)
+            if measured and cl100k >= 8:
+                plan.ratio, plan.ratio_source = measured / cl100k, "the server's tokenizer"
+            if (measured or cl100k * plan.ratio) <= _room(plan, margin=False) or budget <= _SHRINK_FLOOR:
+                break
+            budget = min(budget - 1, _refit(plan, budget, cl100k))
             pack = build(budget)
-            result.pack, instructions = pack, _instructions(pack)
+            instructions = _instructions(pack)
+        return pack, instructions, budget
+
+    budget = max(_SHRINK_FLOOR, int(max_tokens) if max_tokens else plan.pack_tokens)
+    pack, instructions, budget = fit(budget, 0 if max_tokens else 2)
+    result.pack = pack
     plan.pack_tokens = budget
     result.plan = plan
     for attempt in (1, 2):
@@ -663,15 +669,15 @@ def ask_pack(settings: Settings, build, *, answer_tokens: int, temperature: floa
             plan.window = figures.get("window") or plan.window
             plan.window_source = "the server's refusal" if figures.get("window") else plan.window_source
             plan.answer_tokens = min(plan.answer_tokens, int(plan.window * ANSWER_SHARE))
-            room = plan.window - plan.answer_tokens - plan.system_tokens - CHAT_OVERHEAD \
-                - int(plan.window * WINDOW_MARGIN)
             sent = figures.get("prompt") or int(prompt_tokens * plan.ratio) + plan.system_tokens + CHAT_OVERHEAD
-            scale = max(0.1, min(0.9, room / max(1, sent)))
-            budget = max(_SHRINK_FLOOR, min(int(prompt_tokens * scale), budget - 1))
+            if figures.get("prompt") and prompt_tokens >= 8:
+                plan.ratio = max(plan.ratio, (sent - plan.system_tokens - CHAT_OVERHEAD) / prompt_tokens)
+                plan.ratio_source = "the server's refusal"
+            budget = max(_SHRINK_FLOOR, min(int(budget * 0.9), _refit(plan, budget, prompt_tokens)))
             log.info("ask: the server refused %d tokens for a window of %d; retrying with a pack of %d", sent,
                      plan.window, budget)
-            pack = build(budget)
-            result.pack, instructions = pack, _instructions(pack)
+            pack, instructions, budget = fit(budget, 2)
+            result.pack = pack
             plan.pack_tokens = budget
             continue
         record.update(stats)
@@ -682,6 +688,20 @@ def ask_pack(settings: Settings, build, *, answer_tokens: int, temperature: floa
         break
     result.total_s = clock() - started
     return result
+
+
+def _room(plan: Plan, margin: bool = True) -> int:
+    """Model tokens the user message may take: the window less the answer, the system prompt, the chat template and
+    (``margin``) ``WINDOW_MARGIN``."""
+    room = plan.window - plan.answer_tokens - plan.system_tokens - CHAT_OVERHEAD
+    return room - (int(plan.window * WINDOW_MARGIN) if margin else 0)
+
+
+def _refit(plan: Plan, budget: int, prompt_cl100k: int) -> int:
+    """The budget whose pack fits the room: the room in cl100k tokens less what the pack took beyond its budget
+    (the question, the instructions around the excerpts)."""
+    over = max(0, prompt_cl100k - budget)
+    return max(_SHRINK_FLOOR, int(_room(plan) / plan.ratio) - over)
 
 
 def _instructions(pack: dict) -> str:
