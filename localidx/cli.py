@@ -523,7 +523,8 @@ def ask(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, la
 
     def on_send(attempt: dict) -> None:
         again = "the server refused the last one as too long: " if attempt["attempt"] > 1 else ""
-        click.echo(f"localidx: asking {llm.model_label(settings)}: {again}a pack of {attempt['promptTokens']} "
+        who = settings.llm_model.strip() or "the LLM"
+        click.echo(f"localidx: asking {_p(who)}: {again}a pack of {attempt['promptTokens']} "
                    f"tokens, {attempt['answerTokens']} for the answer, window {attempt['window']} "
                    f"({attempt['windowSource']})", err=True)
 

@@ -397,6 +397,7 @@ CHAT_OVERHEAD = 48  # model tokens of the chat template around the two messages 
 WINDOW_MARGIN = 0.04  # of the window, kept free for what the estimates miss
 _PROBE_TIMEOUT_S = 3.0
 _SHRINK_FLOOR = 256  # the pipeline's smallest budget
+_PACK_CEILING = 4000  # and its largest
 
 
 class LLMContextTooSmall(LLMError):
@@ -549,7 +550,8 @@ def plan_ask(settings: Settings, answer_tokens: int, window: Window | None = Non
     text = sample or system
     measured = model_tokens(settings, text)
     cl100k = tokens.count(text)
-    if measured and cl100k >= 8:
+    if measured and cl100k >= 8 and (sample or measured / cl100k > DEFAULT_RATIO):
+        # Prose (the system prompt) splits coarser than code: only a finer split than the default is taken from it.
         ratio, ratio_source = max(0.5, measured / cl100k), "the server's tokenizer"
     system_tokens = model_tokens(settings, system) if measured else None
     system_tokens = system_tokens or int(tokens.count(system) * ratio) + 1
@@ -626,14 +628,22 @@ def ask_pack(settings: Settings, build, *, answer_tokens: int, temperature: floa
         # finer than planned, or a pack over its budget) is rebuilt smaller before anything is sent.
         pack = build(budget)
         instructions = _instructions(pack)
+        grown = False
         for _rebuild in range(rebuilds):
             cl100k = _prompt_tokens(pack, instructions)
             measured = model_tokens(settings, instructions)
             if measured and cl100k >= 8:
                 plan.ratio, plan.ratio_source = measured / cl100k, "the server's tokenizer"
-            if (measured or cl100k * plan.ratio) <= _room(plan, margin=False) or budget <= _SHRINK_FLOOR:
+            if (measured or cl100k * plan.ratio) <= _room(plan, margin=False):
+                # A tokenizer coarser than planned leaves room: the pack grows once, when the budget had cut it.
+                wider = min(_PACK_CEILING, _refit(plan, budget, cl100k))
+                if not measured or grown or wider < budget * 1.15 or cl100k < budget * 0.8:
+                    break
+                grown, budget = True, wider
+            elif budget <= _SHRINK_FLOOR:
                 break
-            budget = min(budget - 1, _refit(plan, budget, cl100k))
+            else:
+                budget = min(budget - 1, _refit(plan, budget, cl100k))
             pack = build(budget)
             instructions = _instructions(pack)
         return pack, instructions, budget

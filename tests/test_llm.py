@@ -304,16 +304,17 @@ FILES = {
 }
 
 
-@pytest.fixture
-def indexed(make_repo, monkeypatch, tmp_path):
-    monkeypatch.setenv("LOCALIDX_EMBED_MODEL", "fake")
-    monkeypatch.setenv("LOCALIDX_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LOCALIDX_WATCH", "0")
-    monkeypatch.setenv("LOCALIDX_DAEMON", "never")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    for name in ("LOCALIDX_LLM_BASE_URL", "LOCALIDX_LLM_MODEL", "LOCALIDX_SOCK", "LOCALIDX_LLM_CONTEXT_TOKENS"):
-        monkeypatch.delenv(name, raising=False)
-    root = make_repo(FILES)
+_STATE: dict[str, dict] = {}  # each indexed repository's environment: its own state dir, the fake embedder
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    from conftest import init_repo
+
+    base = tmp_path_factory.mktemp("ask")
+    root = init_repo(base / "repo", FILES)
+    _STATE[str(root)] = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(base / "home"), "LOCALIDX_WATCH": "0",
+                         "LOCALIDX_DAEMON": "never", "XDG_RUNTIME_DIR": str(base)}
     assert _cli(root, "index", "-q").returncode == 0
     return root
 
@@ -323,8 +324,9 @@ def _cli(root, *args: str, env: dict | None = None):
     import subprocess
     import sys
 
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LOCALIDX_")}
     return subprocess.run([sys.executable, "-m", "localidx", *args], cwd=root, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120)
+                          env={**base, **_STATE[str(root)], **(env or {})}, timeout=120)
 
 
 def _llm_env(url: str, **extra) -> dict:
