@@ -920,7 +920,7 @@ def _delta(shown: str, data: str) -> str:
     return content if isinstance(content, str) else ""
 
 
-_NUMBERED = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
+_NUMBERED = re.compile(r"(?<![\w\])])\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")  # not args[0]
 _PLACE = re.compile(r"(?<![\w/.:-])((?:[\w.-]+:)?[\w./-]*\w\.[A-Za-z]\w{0,7}):(\d{1,7})(?:\s*[-–]\s*(\d{1,7}))?")
 
 

@@ -32,7 +32,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-_PROMPT_STEP = 64  # prompt tokens read per decode call: between two, a client that left is noticed
+_PROMPT_STEP = 256  # prompt tokens read per decode call: between two, a client that left is noticed
 
 
 def _library_path() -> str | None:

@@ -460,3 +460,33 @@ def test_think_blocks_are_left_out_of_the_stream():
         reply, stats = llm.stream_answer(settings_for(url), "q", max_tokens=16, temperature=0.0,
                                          on_text=shown.append)
     assert reply == "The answer." and "".join(shown) == "The answer." and stats["streamed"]
+
+
+def test_index_expressions_are_not_citations():
+    pack = {"matches": [{"path": "a.py", "start_line": 1, "end_line": 9}]}
+    assert llm.check_citations("It reads args[0] and parts[2] (see [1]).", pack) == ([1], [])
+
+
+def test_ctrl_c_mid_answer_closes_the_request(indexed):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    slow = Reply(pieces=["The answer "] + ["goes on "] * 60, piece_delay_s=0.2)
+    with serve_llm(lambda req: slow if req["path"] == "/v1/chat/completions" else Reply(status=404, raw=b"")) as url:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOCALIDX_")}
+        env.update(_STATE[str(indexed)], **_llm_env(url))
+        proc = subprocess.Popen([sys.executable, "-m", "localidx", "ask", "how is the token signature verified"],
+                                cwd=indexed, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert proc.stdout.read(len("The answer ")) == b"The answer "  # streamed: here before the end
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=30) == 130
+        finally:
+            proc.kill()
+            proc.wait()
+        deadline = time.monotonic() + 10
+        while not url.closed and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert url.closed and url.closed[0] < 60  # the server saw the client go and stopped sending
