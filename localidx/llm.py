@@ -507,6 +507,9 @@ def model_tokens(settings: Settings, text: str) -> int | None:
     """``text``'s length in the model's own tokens, from the server's tokenizer (llama-server and vLLM
     ``POST /tokenize``, llama-cpp-python ``POST /extras/tokenize``); None when the server has none."""
     model = settings.llm_model.strip()
+    root = _server_root(settings)
+    if root in _NO_TOKENIZER:
+        return None
     for path, body in (("/tokenize", {"content": text, "prompt": text, "add_special": False,
                                       **({"model": model} if model else {})}),
                        ("/extras/tokenize", {"input": text, **({"model": model} if model else {})})):
@@ -516,7 +519,11 @@ def model_tokens(settings: Settings, text: str) -> int | None:
                 return len(answer["tokens"])
             if _positive(answer.get("count")):
                 return int(answer["count"])
+    _NO_TOKENIZER.add(root)  # asked once per process: a hosted API answers 404 every time
     return None
+
+
+_NO_TOKENIZER: set[str] = set()
 
 
 def answer_settings(settings: Settings, profile: str | None, root=None) -> tuple[int, float]:
