@@ -490,20 +490,22 @@ def context(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale
              "damaged one or an LLM that failed, 3 for a bug.")
 @click.argument("question", nargs=-1, required=True)
 @_context_options
-@click.option("--json", "as_json", is_flag=True, help="Print {answer, pack} as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print {answer, error, pack, citations, plan} as JSON, the "
+              "pack also when the LLM failed.")
 def ask(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos: bool,
         no_daemon: bool, as_json: bool) -> None:
     """Answer QUESTION (the remaining words, quoted or not) with the configured OpenAI-compatible LLM (llama.cpp,
-    Ollama, ...) from a context pack. Without one configured, prints the pack and how to configure one."""
+    Ollama, ...) from a context pack sized to the model's window; the answer is printed as it arrives. Without an
+    LLM configured, prints the pack and how to configure one."""
     from localidx import llm
-    from localidx.retrieve.context import citation
 
     if kind:
         _parse_kinds(kind)
-    pack = _build_pack(" ".join(question), profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos,
-                       no_daemon)
+    text = " ".join(question)
     settings = _settings(_root_or_none())
     if not llm.configured(settings):
+        pack = _build_pack(text, profile, max_tokens, top_k, turns, locale, language, path_glob, kind, all_repos,
+                           no_daemon)
         if as_json:
             _echo_json({"answer": None, "configured": False, "message": llm.not_configured_message(), "pack": pack})
             return
@@ -512,18 +514,90 @@ def ask(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, la
         click.echo(f"localidx: the pack above was printed instead of an answer: {llm.not_configured_message()}",
                    err=True)
         return
-    if pack.get("noResultsReason") == "INDEX_NOT_READY":
-        _report_pack(pack)
-    reply = llm.answer(settings, pack)
+    answer_tokens, temperature = llm.answer_settings(settings, profile, _root_or_none())
+    packs: list[dict] = []
+
+    def build(budget: int) -> dict:
+        pack = _build_pack(text, profile, budget, top_k, turns, locale, language, path_glob, kind, all_repos,
+                           no_daemon)
+        if pack.get("noResultsReason") == "INDEX_NOT_READY":
+            _report_pack(pack)  # raises: nothing to answer from
+        if not packs and not as_json:
+            _echo_warnings(pack.get("warnings", []))
+        packs.append(pack)
+        return pack
+
+    def on_send(attempt: dict) -> None:
+        again = "the server refused the last one as too long: " if attempt["attempt"] > 1 else ""
+        who = settings.llm_model.strip() or "the LLM"
+        click.echo(f"localidx: asking {_p(who)}: {again}a pack of {attempt['promptTokens']} "
+                   f"tokens, {attempt['answerTokens']} for the answer, window {attempt['window']} "
+                   f"({attempt['windowSource']})", err=True)
+
+    streamed: list[bool] = []
+
+    def on_text(piece: str) -> None:
+        streamed.append(True)
+        click.echo(_ask_printable(piece), nl=False)
+
+    result = llm.ask_pack(settings, build, answer_tokens=answer_tokens, temperature=temperature,
+                          max_tokens=max_tokens, on_text=None if as_json else on_text,
+                          on_send=None if as_json else on_send)
     if as_json:
-        _echo_json({"answer": reply, "configured": True, "model": llm.model_label(settings), "pack": pack})
+        _echo_json(_ask_record(result, settings))
+        if result.error is not None:
+            sys.exit(result.error.exit_code)
         return
-    _echo_warnings(pack.get("warnings", []))
-    click.echo(reply.rstrip())
-    if pack["matches"]:
+    if streamed:
+        click.echo()
+    if result.error is not None:
+        if streamed:
+            click.echo("localidx: the answer above is incomplete", err=True)
+        raise result.error
+    _print_sources(result)
+
+
+def _ask_printable(piece: str) -> str:
+    """A piece of a streamed answer for the terminal: its line breaks kept, every other control character shown
+    escaped (``localidx.text.printable`` line by line)."""
+    return "\n".join(_p(line) if line else "" for line in piece.split("\n"))
+
+
+def _ask_record(result, settings) -> dict:
+    """``ask --json``: the pack always, the answer or null, the error (code and message) or null."""
+    from localidx import llm
+
+    pack = result.pack or {}
+    matches = pack.get("matches") or []
+    return {"answer": result.answer, "configured": True, "model": llm.model_label(settings),
+            "error": result.error_dict(),
+            "citations": {"cited": [{"n": n, "citation": _citation(matches[n - 1])} for n in result.cited],
+                          "notInPack": result.invented},
+            "plan": result.plan.as_dict() if result.plan else None, "attempts": result.attempts,
+            "firstTokenS": result.first_token_s, "totalS": round(result.total_s, 3), "pack": result.pack}
+
+
+def _citation(match: dict) -> str:
+    from localidx.retrieve.context import citation
+
+    return citation(match)
+
+
+def _print_sources(result) -> None:
+    """``Sources:`` the excerpts the answer cited; then one line for each citation that the pack does not hold."""
+    matches = (result.pack or {}).get("matches") or []
+    if result.cited:
         click.echo("\nSources:")
-        for n, match in enumerate(pack["matches"], 1):
-            click.echo(f"  [{n}] {citation(match)}  {_p(match.get('symbol') or match.get('title') or '')}")
+        for n in result.cited:
+            match = matches[n - 1]
+            click.echo(f"  [{n}] {_citation(match)}  {_p(match.get('symbol') or match.get('title') or '')}")
+    elif matches:
+        click.echo(f"\nSources: the answer cites none of the pack's {len(matches)} excerpts")
+    for place in result.invented:
+        click.echo(f"  not in the pack: {_p(place)}")
+    if result.invented:
+        click.echo(f"localidx: warning: the answer cites {len(result.invented)} place(s) the pack does not hold: "
+                   "the model may have invented them", err=True)
 
 
 def _root_or_none() -> Path | None:

@@ -72,6 +72,12 @@ class Settings:
     llm_model: str = ""
     llm_api_key_env: str = "LOCALIDX_LLM_API_KEY"
     llm_timeout_s: float = 120.0
+    # `ask`: the model's window in its own tokens (0: ask the server, else assume 4096), the answer's room (0: the
+    # profile's maxAnswerTokens), and how long a streamed answer may take to start and may pause.
+    llm_context_tokens: int = 0
+    llm_answer_tokens: int = 0
+    llm_first_token_s: float = 300.0
+    llm_idle_s: float = 60.0
     summarize: bool = False  # index-time LLM explanation per code chunk (needs llm_base_url)
     # A shared organisation index (`localidx cluster index ... --to URI`) that --all-repos reads beside the registry:
     # a path, s3://, gs://, az://... The URI only: storage credentials come from the environment, never from here.
@@ -110,7 +116,8 @@ _TIB = 1 << 40
 # Settings only a client reads (whether to use a daemon; the LLM that `ask` and query rewriting call): a client that
 # differs in these alone is served by the running daemon as it is. With ``summarize`` on, the daemon's indexing calls
 # the LLM too, and the LLM's settings count.
-CLIENT_ONLY = ("daemon", "llm_base_url", "llm_model", "llm_api_key_env", "llm_timeout_s")
+CLIENT_ONLY = ("daemon", "llm_base_url", "llm_model", "llm_api_key_env", "llm_timeout_s", "llm_context_tokens",
+               "llm_answer_tokens", "llm_first_token_s", "llm_idle_s")
 DAEMON_CHOICES = ("auto", "running", "never")
 
 
@@ -188,6 +195,10 @@ RULES: dict[str, _Rule] = {
     "llm_api_key_env": _Rule(check=lambda v: not v or bool(_ENV_NAME.match(v)),
                              allowed="the name of an environment variable", trust=True),
     "llm_timeout_s": _Rule(0, 86400, trust=True),  # 0: no limit
+    "llm_context_tokens": _Rule(0, 10_000_000, trust=True),  # 0: ask the server
+    "llm_answer_tokens": _Rule(0, 1_000_000, trust=True),  # 0: the profile's maxAnswerTokens
+    "llm_first_token_s": _Rule(0, 86400, trust=True),  # 0: no limit
+    "llm_idle_s": _Rule(0, 86400, trust=True),  # 0: no limit
     "summarize": _Rule(trust=bool),
     "shared_index": _Rule(trust=bool),  # a URI (a path, s3://, gs://, az://) or "" for none
 }

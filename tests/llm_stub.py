@@ -13,8 +13,11 @@ order: ``{"method", "path", "headers" (lower-case names), "body" (parsed JSON, o
 The handler gets that request dict and returns:
 - a ``str``: the assistant message's content, wrapped in a chat completion;
 - a ``dict``: sent as the JSON body, status 200 (a whole completion, or something malformed);
-- a ``Reply``: full control — status, a raw body, a delay before answering, or ``drop`` (close without answering).
-A handler that raises answers HTTP 500 with the exception's text as an OpenAI-style error.
+- a ``Reply``: full control — status, a raw body, a delay before answering, or ``drop`` (close without answering),
+  or ``pieces``: an answer streamed as server-sent events, ``piece_delay_s`` apart.
+A ``str`` (or ``Reply(content=...)``) answers a request that asks for ``"stream": true`` as a stream of a few pieces,
+as llama.cpp's server does. A handler that raises answers HTTP 500 with the exception's text as an OpenAI-style
+error. ``url.closed`` lists the streams whose client went away before the end (the number of pieces sent).
 
 ``unused_url()`` is a base URL where nothing listens (connection refused).
 """
@@ -40,6 +43,14 @@ class Reply:
     delay_s: float = 0.0
     drop: bool = False  # close the connection without an answer
     content_type: str = "application/json"
+    pieces: list | None = None  # stream these as server-sent events
+    piece_delay_s: float = 0.0  # before each piece
+    stream: bool | None = None  # None: stream when the request asks for it
+
+
+def split_pieces(text: str, size: int = 8) -> list[str]:
+    """``text`` in pieces of ``size`` characters, as a stream sends it."""
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
 
 
 def completion(content: str, model: str = "stub-model") -> dict:
@@ -66,10 +77,11 @@ class StubURL(str):
     """The stub's base URL; ``requests`` lists what it has received."""
 
     requests: list
+    closed: list
     server: ThreadingHTTPServer
 
 
-def _handler_class(handler: Callable, requests: list):
+def _handler_class(handler: Callable, requests: list, closed: list):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -99,8 +111,15 @@ def _handler_class(handler: Callable, requests: list):
                 reply = Reply(content=reply)
             elif not isinstance(reply, Reply):
                 reply = Reply(body=reply)
+            asked_stream = isinstance(body, dict) and body.get("stream") is True
+            if reply.pieces is None and reply.content is not None and (reply.stream or
+                                                                        (reply.stream is None and asked_stream)):
+                reply.pieces = split_pieces(reply.content)
             if reply.delay_s:
                 time.sleep(reply.delay_s)
+            if reply.pieces is not None and reply.status == 200:
+                self._stream(reply)
+                return
             if reply.drop:
                 self.close_connection = True
                 try:
@@ -123,6 +142,28 @@ def _handler_class(handler: Callable, requests: list):
             except OSError:  # the client gave up (a timeout test)
                 self.close_connection = True
 
+        def _stream(self, reply: Reply) -> None:
+            sent = 0
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.flush()
+                for piece in reply.pieces:
+                    if reply.piece_delay_s:
+                        time.sleep(reply.piece_delay_s)
+                    event = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+                    sent += 1
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            except OSError:  # the client went away mid-answer: a real server stops computing here
+                closed.append(sent)
+            self.close_connection = True
+
     return Handler
 
 
@@ -130,13 +171,16 @@ def _handler_class(handler: Callable, requests: list):
 def serve_llm(handler: Callable | None = None) -> Iterator[StubURL]:
     """Run the stub on an ephemeral port for the ``with`` block; yields its base URL (``.../v1``)."""
     requests: list = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_class(handler or (lambda _req: "stub answer"), requests))
+    closed: list = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_class(handler or (lambda _req: "stub answer"), requests,
+                                                                  closed))
     server.daemon_threads = True
     server.block_on_close = False
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     url = StubURL(f"http://127.0.0.1:{server.server_address[1]}/v1")
     url.requests = requests
+    url.closed = closed
     url.server = server
     try:
         yield url

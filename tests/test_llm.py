@@ -4,6 +4,7 @@ every failure as one LocalidxError line, and the helpers reading untidy answers.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -238,3 +239,254 @@ def test_the_key_never_appears_in_an_error(monkeypatch):
         error = _error(settings_for(url))
     assert "sk-secret-value" not in str(error)
     assert json.dumps(url.requests[0]["body"]).find("sk-secret-value") == -1
+
+
+# -- ask: the window, the fitting, the retry, the stream, the citations, --json ---------------------------------
+
+
+def test_context_refusals_are_recognised_with_their_figures():
+    python = ("This model's maximum context length is 4096 tokens. However, you requested 5655 tokens (4631 in the "
+              "messages, 1024 in the completion). Please reduce the length of the messages or completion.")
+    assert llm.context_refusal(python) == {"window": 4096, "prompt": 4631, "completion": 1024}
+    server = "the request exceeds the available context size, try increasing it (n_prompt_tokens: 5000, n_ctx: 4096)"
+    assert llm.context_refusal(server) == {"window": 4096, "prompt": 5000}
+    assert llm.context_refusal("model is still loading") is None
+    assert llm.context_refusal("invalid api key") is None
+
+
+def test_the_window_comes_from_the_setting_the_server_or_an_assumption():
+    def server(request):
+        if request["path"] == "/props":
+            return {"default_generation_settings": {"n_ctx": 2048}}
+        return Reply(status=404, body=error_body("not found"))
+
+    with serve_llm(server) as url:
+        assert llm.model_window(settings_for(url)) == llm.Window(2048, "the server's /props")
+        assert llm.model_window(settings_for(url, llm_context_tokens=900)).tokens == 900
+    vllm = {"object": "list", "data": [{"id": "stub-model", "max_model_len": 32768}]}
+    with serve_llm(lambda r: vllm if r["path"] == "/v1/models" else Reply(status=404, raw=b"")) as url:
+        assert llm.model_window(settings_for(url)).tokens == 32768
+    ollama = {"model_info": {"llama.context_length": 131072}, "parameters": "num_ctx 8192\nstop \"<|eot|>\""}
+    with serve_llm(lambda r: ollama if r["path"] == "/api/show" else Reply(status=404, raw=b"")) as url:
+        assert llm.model_window(settings_for(url)) == llm.Window(8192, "Ollama's /api/show (num_ctx)")
+    with serve_llm(lambda r: Reply(status=404, raw=b"")) as url:
+        window = llm.model_window(settings_for(url))
+    assert window.tokens == llm.ASSUMED_WINDOW and "llm_context_tokens" in window.source
+
+
+def test_the_answer_is_reserved_from_the_window_and_the_ratio_measured_by_the_server():
+    def server(request):
+        if request["path"] == "/tokenize":  # a tokenizer that splits twice as finely as cl100k
+            from localidx import tokens
+
+            return {"tokens": list(range(2 * tokens.count(request["body"]["content"])))}
+        return Reply(status=404, raw=b"")
+
+    with serve_llm(server) as url:
+        plan = llm.plan_ask(settings_for(url), 800, llm.Window(4096, "test"))
+    assert plan.answer_tokens == 800 and plan.ratio == 2.0 and plan.ratio_source == "the server's tokenizer"
+    room = 4096 - 800 - plan.system_tokens - llm.CHAT_OVERHEAD - int(4096 * llm.WINDOW_MARGIN)
+    assert plan.pack_tokens == room // 2
+    with serve_llm(lambda r: Reply(status=404, raw=b"")) as url:
+        small = llm.plan_ask(settings_for(url), 800, llm.Window(1024, "test"))
+    assert small.answer_tokens == 256 and small.ratio == llm.DEFAULT_RATIO  # a quarter of a small window at most
+    assert 0 < small.pack_tokens < (1024 - 256) / llm.DEFAULT_RATIO
+
+
+FILES = {
+    "src/auth/tokens.py": ("import hmac\n\n\ndef verify_token(token, secret):\n"
+                           '    """Check a signed token: its signature must match the secret."""\n'
+                           "    body, signature = token.rsplit('.', 1)\n"
+                           "    return hmac.compare_digest(sign(body, secret), signature)\n\n\n"
+                           "def sign(body, secret):\n"
+                           "    return hmac.new(secret, body.encode(), 'sha256').hexdigest()\n"),
+    "src/billing/invoice.py": "def invoice_total(lines):\n    return sum(line.amount for line in lines)\n",
+}
+
+
+_STATE: dict[str, dict] = {}  # each indexed repository's environment: its own state dir, the fake embedder
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    from conftest import init_repo
+
+    base = tmp_path_factory.mktemp("ask")
+    root = init_repo(base / "repo", FILES)
+    _STATE[str(root)] = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(base / "home"), "LOCALIDX_WATCH": "0",
+                         "LOCALIDX_DAEMON": "never", "XDG_RUNTIME_DIR": str(base)}
+    assert _cli(root, "index", "-q").returncode == 0
+    return root
+
+
+def _cli(root, *args: str, env: dict | None = None):
+    import os
+    import subprocess
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LOCALIDX_")}
+    return subprocess.run([sys.executable, "-m", "localidx", *args], cwd=root, capture_output=True, text=True,
+                          env={**base, **_STATE[str(root)], **(env or {})}, timeout=120)
+
+
+def _llm_env(url: str, **extra) -> dict:
+    return {"LOCALIDX_LLM_BASE_URL": url, "LOCALIDX_LLM_MODEL": "stub-model", **extra}
+
+
+def _chat_requests(url) -> list[dict]:
+    return [r for r in url.requests if r["path"] == "/v1/chat/completions"]
+
+
+def test_ask_streams_the_answer_and_lists_only_the_cited_sources(indexed):
+    answer = "verify_token compares the digests [1] with hmac.compare_digest."
+    with serve_llm(lambda req: Reply(content=answer, piece_delay_s=0.01)) as url:
+        r = _cli(indexed, "ask", "how is the token signature verified", env=_llm_env(url))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(answer + "\n")
+    [chat] = _chat_requests(url)
+    assert chat["body"]["stream"] is True
+    assert chat["body"]["max_tokens"] == 800 and chat["body"]["temperature"] == 0.1  # the profile's settings
+    sources = r.stdout.split("Sources:\n", 1)[1].splitlines()
+    assert len(sources) == 1 and sources[0].startswith("  [1] src/auth/tokens.py:")
+    assert "asking stub-model: a pack of" in r.stderr and f"window {llm.ASSUMED_WINDOW}" in r.stderr
+
+
+def test_ask_flags_every_citation_the_pack_does_not_hold(indexed):
+    answer = "See [1] and [9], and src/auth/tokens.py:1796-1802, and src/app.py:3 for more."
+    with serve_llm(lambda req: answer) as url:
+        r = _cli(indexed, "ask", "how is the token signature verified", env=_llm_env(url))
+        data = json.loads(_cli(indexed, "ask", "how is the token signature verified", "--json",
+                               env=_llm_env(url)).stdout)
+    assert r.returncode == 0, r.stderr
+    flagged = [line.strip() for line in r.stdout.splitlines() if "not in the pack" in line]
+    assert flagged == ["not in the pack: [9]", "not in the pack: src/auth/tokens.py:1796-1802",
+                       "not in the pack: src/app.py:3"]
+    assert "cites 3 place(s) the pack does not hold" in r.stderr
+    assert data["citations"]["notInPack"] == ["[9]", "src/auth/tokens.py:1796-1802", "src/app.py:3"]
+    assert [c["n"] for c in data["citations"]["cited"]] == [1]
+
+
+def test_ask_sizes_the_pack_to_the_window_and_the_answer_settings_reach_the_request(indexed):
+    with serve_llm(lambda req: "An answer [1].") as url:
+        r = _cli(indexed, "ask", "how is the token signature verified", "--json",
+                 env=_llm_env(url, LOCALIDX_LLM_CONTEXT_TOKENS="700", LOCALIDX_LLM_ANSWER_TOKENS="64"))
+    data = json.loads(r.stdout)
+    assert r.returncode == 0 and data["error"] is None and data["answer"] == "An answer [1]."
+    assert data["plan"]["window"] == 700 and data["plan"]["windowSource"] == "llm_context_tokens"
+    assert data["plan"]["answerTokens"] == 64
+    [chat] = _chat_requests(url)
+    assert chat["body"]["max_tokens"] == 64
+    sent = len(chat["body"]["messages"][1]["content"])
+    assert data["attempts"][0]["promptTokens"] <= max(256, data["plan"]["packTokens"]) and sent > 0
+
+
+def test_a_context_refusal_shrinks_the_pack_and_retries_once(indexed):
+    def server(request):
+        if request["path"] != "/v1/chat/completions":
+            return Reply(status=404, raw=b"")
+        if len(_chat_requests(url)) == 1:
+            return Reply(status=400, body=error_body(
+                "This model's maximum context length is 600 tokens. However, you requested 1900 tokens (1500 in the "
+                "messages, 400 in the completion). Please reduce the length of the messages or completion."))
+        return "Shrunk and answered [1]."
+
+    with serve_llm(server) as url:
+        r = _cli(indexed, "ask", "how is the token signature verified", "--max-tokens", "3000", "--json",
+                 env=_llm_env(url))
+    data = json.loads(r.stdout)
+    assert r.returncode == 0, r.stderr
+    assert data["answer"] == "Shrunk and answered [1]." and len(data["attempts"]) == 2
+    first, second = data["attempts"]
+    assert "maximum context length is 600" in first["error"]
+    assert second["packTokens"] < first["packTokens"] and second["window"] == 600
+    assert data["plan"]["windowSource"] == "the server's refusal"
+    bodies = [r["body"] for r in _chat_requests(url)]
+    assert bodies[1]["max_tokens"] <= 150  # the answer's room shrank with the window too
+
+
+def test_a_second_refusal_fails_with_one_line_naming_the_settings_and_json_keeps_the_pack(indexed):
+    refusal = Reply(status=400, body=error_body("the request exceeds the available context size, try increasing it"))
+    with serve_llm(lambda req: refusal) as url:
+        plain = _cli(indexed, "ask", "how is the token signature verified", env=_llm_env(url))
+        r = _cli(indexed, "ask", "how is the token signature verified", "--json", env=_llm_env(url))
+    assert plain.returncode == 2 and plain.stdout == ""
+    [line] = [x for x in plain.stderr.splitlines() if x.startswith("localidx: error:")]
+    assert "--max-tokens" in line and "llm_context_tokens" in line
+    assert r.returncode == 2
+    data = json.loads(r.stdout)
+    assert data["answer"] is None and data["error"]["code"] == "llm_context_too_small"
+    assert data["pack"]["matches"] and data["pack"]["instructions"]
+    assert len(_chat_requests(url)) == 4  # two tries for each command, no more
+
+
+def test_ask_json_carries_the_pack_and_the_error_when_the_llm_is_down(indexed):
+    url = unused_url()
+    r = _cli(indexed, "ask", "how is the token signature verified", "--json", env=_llm_env(url))
+    assert r.returncode == 2
+    data = json.loads(r.stdout)
+    assert data["answer"] is None and data["error"]["code"] == "llm_unreachable"
+    assert "connection refused" in data["error"]["message"] and data["pack"]["matches"]
+    plain = _cli(indexed, "ask", "how is the token signature verified", env=_llm_env(url))
+    assert plain.returncode == 2 and "connection refused" in plain.stderr and "Traceback" not in plain.stderr
+
+
+def test_a_server_that_does_not_stream_is_read_as_one_answer(indexed):
+    with serve_llm(lambda req: Reply(content="Whole answer [1].", stream=False)) as url:
+        r = _cli(indexed, "ask", "how is the token signature verified", env=_llm_env(url))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("Whole answer [1].\n")
+
+
+def test_the_first_token_wait_and_the_idle_wait_end_the_request():
+    with serve_llm(lambda req: Reply(content="late", delay_s=1.5)) as url:
+        settings = settings_for(url, llm_first_token_s=0.3)
+        with pytest.raises(llm.LLMTimeout, match="sent no answer within 0.3 s \\(llm_first_token_s"):
+            llm.stream_answer(settings, "q", max_tokens=16, temperature=0.0)
+    pieces: list[str] = []
+    with serve_llm(lambda req: Reply(pieces=["one ", "two "] + ["late"] * 8, piece_delay_s=0.4)) as url:
+        settings = settings_for(url, llm_first_token_s=5, llm_idle_s=0.15)
+        with pytest.raises(llm.LLMTimeout, match="stopped sending for 0.15 s mid-answer \\(llm_idle_s\\)"):
+            llm.stream_answer(settings, "q", max_tokens=16, temperature=0.0, on_text=pieces.append)
+        deadline = time.monotonic() + 5
+        while not url.closed and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert pieces == ["one "]  # the first piece came within the first wait, the next not within the idle wait
+    assert url.closed and url.closed[0] < 10  # the server saw the client go and sent no more
+
+
+def test_think_blocks_are_left_out_of_the_stream():
+    shown: list[str] = []
+    with serve_llm(lambda req: Reply(pieces=["<thi", "nk>hmm", " still</th", "ink>The ", "answer."])) as url:
+        reply, stats = llm.stream_answer(settings_for(url), "q", max_tokens=16, temperature=0.0,
+                                         on_text=shown.append)
+    assert reply == "The answer." and "".join(shown) == "The answer." and stats["streamed"]
+
+
+def test_index_expressions_are_not_citations():
+    pack = {"matches": [{"path": "a.py", "start_line": 1, "end_line": 9}]}
+    assert llm.check_citations("It reads args[0] and parts[2] (see [1]).", pack) == ([1], [])
+
+
+def test_ctrl_c_mid_answer_closes_the_request(indexed):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    slow = Reply(pieces=["The answer "] + ["goes on "] * 60, piece_delay_s=0.2)
+    with serve_llm(lambda req: slow if req["path"] == "/v1/chat/completions" else Reply(status=404, raw=b"")) as url:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOCALIDX_")}
+        env.update(_STATE[str(indexed)], **_llm_env(url))
+        proc = subprocess.Popen([sys.executable, "-m", "localidx", "ask", "how is the token signature verified"],
+                                cwd=indexed, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert proc.stdout.read(len("The answer ")) == b"The answer "  # streamed: here before the end
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=30) == 130
+        finally:
+            proc.kill()
+            proc.wait()
+        deadline = time.monotonic() + 10
+        while not url.closed and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert url.closed and url.closed[0] < 60  # the server saw the client go and stopped sending
