@@ -486,8 +486,8 @@ def context(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale
         sys.exit(NO_MATCH_EXIT)
 
 
-@cli.command(epilog="Exit status: 0 when answered (or the pack printed instead), 2 for bad arguments, no index, a "
-             "damaged one or an LLM that failed, 3 for a bug.")
+@cli.command(epilog="Exit status: 0 when answered (or the pack printed instead), 1 when nothing matched (the model "
+             "is not asked), 2 for bad arguments, no index, a damaged one or an LLM that failed, 3 for a bug.")
 @click.argument("question", nargs=-1, required=True)
 @_context_options
 @click.option("--json", "as_json", is_flag=True, help="Print {answer, error, pack, citations, plan} as JSON, the "
@@ -522,6 +522,8 @@ def ask(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, la
                            no_daemon)
         if pack.get("noResultsReason") == "INDEX_NOT_READY":
             _report_pack(pack)  # raises: nothing to answer from
+        if pack.get("noResults"):
+            raise _NothingMatched(pack)  # the model is not asked to answer from nothing
         if not packs and not as_json:
             _echo_warnings(pack.get("warnings", []))
         packs.append(pack)
@@ -540,9 +542,16 @@ def ask(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, la
         streamed.append(True)
         click.echo(_ask_printable(piece), nl=False)
 
-    result = llm.ask_pack(settings, build, answer_tokens=answer_tokens, temperature=temperature,
-                          max_tokens=max_tokens, on_text=None if as_json else on_text,
-                          on_send=None if as_json else on_send)
+    try:
+        result = llm.ask_pack(settings, build, answer_tokens=answer_tokens, temperature=temperature,
+                              max_tokens=max_tokens, on_text=None if as_json else on_text,
+                              on_send=None if as_json else on_send)
+    except _NothingMatched as nothing:
+        if as_json:
+            _echo_json({"answer": None, "configured": True, "noResults": True, "error": None, "pack": nothing.pack})
+        else:
+            _report_pack(nothing.pack)  # "no matches for this question"
+        sys.exit(NO_MATCH_EXIT)
     if as_json:
         _echo_json(_ask_record(result, settings))
         if result.error is not None:
@@ -555,6 +564,14 @@ def ask(question: tuple[str, ...], profile, max_tokens, top_k, turns, locale, la
             click.echo("localidx: the answer above is incomplete", err=True)
         raise result.error
     _print_sources(result)
+
+
+class _NothingMatched(Exception):
+    """The question's pack holds no match: ``ask`` says so as ``search`` does, without asking the model."""
+
+    def __init__(self, pack: dict):
+        super().__init__("no matches")
+        self.pack = pack
 
 
 def _ask_printable(piece: str) -> str:

@@ -490,3 +490,22 @@ def test_ctrl_c_mid_answer_closes_the_request(indexed):
         while not url.closed and time.monotonic() < deadline:
             time.sleep(0.05)
     assert url.closed and url.closed[0] < 60  # the server saw the client go and stopped sending
+
+
+def test_nonsense_is_no_match_and_the_model_is_not_asked(tmp_path):
+    """As search and context say: a question none of whose words the index holds, with a similarity under the
+    shipped model's floor, matches nothing; the model is not asked to answer from nothing."""
+    from conftest import init_repo
+
+    root = init_repo(tmp_path / "repo", FILES)
+    _STATE[str(root)] = {"LOCALIDX_EMBED_MODEL": "static-minilm", "LOCALIDX_HOME": str(tmp_path / "home"),
+                         "LOCALIDX_WATCH": "0", "LOCALIDX_DAEMON": "never", "HF_HUB_OFFLINE": "1"}
+    assert _cli(root, "index", "-q").returncode == 0
+    with serve_llm(lambda req: "An invented answer [1].") as url:
+        plain = _cli(root, "ask", "nonsensequxzz", env=_llm_env(url))
+        data = _cli(root, "ask", "nonsensequxzz", "--json", env=_llm_env(url))
+        assert not _chat_requests(url)
+    assert plain.returncode == 1 and plain.stdout == "" and "no matches" in plain.stderr, plain.stderr
+    record = json.loads(data.stdout)
+    assert data.returncode == 1 and record["answer"] is None and record["noResults"] is True
+    assert record["pack"]["noResults"] is True
