@@ -176,6 +176,21 @@ def test_index_json_record_and_status_states(repo, tmp_path):
     assert human.stdout.startswith("STALE") and "run `localidx index`" in human.stdout
 
 
+def test_a_state_dir_inside_the_work_tree_is_never_indexed(repo):
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(repo / ".lxstate")}  # untracked, not ignored
+    first = run_env(repo, env, "index", "--json")
+    assert first.returncode == 0, first.stderr
+    record = json.loads(first.stdout)
+    assert record["files_processed"] == 3
+    second = json.loads(run_env(repo, env, "index", "--json").stdout)
+    assert second["files_processed"] == 0 and second["chunks_written"] == 0, "the run indexed its own writes"
+    dry = json.loads(run_env(repo, env, "index", "--dry-run", "--json").stdout)
+    assert {"path": ".lxstate", "reason": "localidx-state"} in dry["skipped_files"], dry
+    assert not any(s["path"].startswith(".lxstate/") for s in dry["skipped_files"]), "listed once, as its directory"
+    status = json.loads(run_env(repo, env, "status", "--json").stdout)
+    assert status["state"] == "READY" and not status.get("changed_files")
+
+
 def test_unloadable_model_is_one_line(repo, tmp_path):
     env = {"LOCALIDX_EMBED_MODEL": "no-such-org/no-such-model", "LOCALIDX_HOME": str(tmp_path / "home"),
            "HF_HUB_OFFLINE": "1", "LOCALIDX_CACHE_DIR": str(tmp_path / "cache")}

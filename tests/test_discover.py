@@ -408,6 +408,7 @@ def test_skip_reasons_are_the_documented_set():
     assert set(SKIP_REASONS) == {
         "binary", "too-large", "minified", "lock-file", "generated", "secret-file",
         "symlink-outside", "symlink-into-git", "unreadable", "localidxignore", "not-a-file", "undecodable-name",
+        "localidx-state",
     }
 
 
