@@ -48,6 +48,15 @@ _NO_DAEMON = click.option("--no-daemon", is_flag=True, help="Do the work in this
                           "none (the setting daemon = \"never\" does this always).")
 
 
+def _language_option(_ctx, _param, value: str | None) -> str | None:
+    """``--lang``: a name, alias or extension, as the chunks' ``language``; an unknown value is a usage error."""
+    if value is None:
+        return None
+    from localidx.chunk import resolve_language
+
+    return resolve_language(value)
+
+
 def _repo_relative(root: Path, path: Path) -> str:
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
@@ -360,7 +369,8 @@ def _print_dry_run(report) -> None:
 @click.argument("query", nargs=-1, required=True)
 @click.option("-k", "k", type=click.IntRange(min=1, max=100), default=10, show_default=True, help="Matches to show.")
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25"]), default="hybrid", show_default=True)
-@click.option("--lang", "language", default=None, help="Only this language (python, go, markdown, ...).")
+@click.option("--lang", "language", default=None, callback=_language_option,
+              help="Only this language: a name, alias or extension (python, ts, c++, markdown, ...).")
 @click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style).")
 @click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...).")
 @click.option("--all-repos", is_flag=True, help="Search every repository in the per-user registry (`localidx repos`).")
@@ -404,7 +414,8 @@ _CONTEXT_OPTIONS = [
     click.option("--turn", "turns", multiple=True, help="An earlier turn of the conversation, oldest first; "
                  "repeat it. A follow-up question borrows their terms."),
     click.option("--locale", default=None, help="The answer's language tag for the instructions (default en)."),
-    click.option("--lang", "language", default=None, help="Only this language (python, go, markdown, ...)."),
+    click.option("--lang", "language", default=None, callback=_language_option,
+                 help="Only this language: a name, alias or extension (python, ts, c++, markdown, ...)."),
     click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style)."),
     click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...)."),
     click.option("--all-repos", is_flag=True, help="Every repository in the per-user registry (`localidx repos`)."),

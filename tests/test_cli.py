@@ -84,6 +84,8 @@ def test_a_file_saved_with_a_byte_order_mark_chunks_like_the_same_file_without_o
     (("chunks", "app"), "is a directory"),
     (("index", "--dry-run", "nowhere"), "no such file"),
     (("index", "--dry-run", "--include-kinds", "function,bogus"), "unknown kind"),
+    (("search", "users", "--lang", "klingon", "--no-daemon"), "unknown language 'klingon': use one of bash, c, cpp"),
+    (("context", "users", "--lang", "klingon", "--no-daemon"), "unknown language"),
 ])
 def test_bad_input_is_one_line_and_non_zero(repo, args, needle):
     assert needle in assert_one_line_error(run(repo, *args))
@@ -189,6 +191,17 @@ def test_a_state_dir_inside_the_work_tree_is_never_indexed(repo):
     assert not any(s["path"].startswith(".lxstate/") for s in dry["skipped_files"]), "listed once, as its directory"
     status = json.loads(run_env(repo, env, "status", "--json").stdout)
     assert status["state"] == "READY" and not status.get("changed_files")
+
+
+def test_lang_takes_names_aliases_and_extensions(repo, tmp_path):
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
+    assert run_env(repo, env, "index", "-q").returncode == 0
+    for value in ("python", "Python", "py", ".py", "python3"):
+        proc = run_env(repo, env, "search", "list users", "--lang", value, "--json", "--no-daemon")
+        assert proc.returncode == 0, (value, proc.stderr)
+        assert {m["path"] for m in json.loads(proc.stdout)["matches"]} == {"app/api.py"}, value
+    yaml = run_env(repo, env, "search", "port", "--lang", "yml", "--json", "--no-daemon")
+    assert {m["language"] for m in json.loads(yaml.stdout)["matches"]} == {"yaml"}
 
 
 def test_unloadable_model_is_one_line(repo, tmp_path):
