@@ -331,7 +331,10 @@ def _print_status(root: Path, report: dict) -> None:
     for line in report.get("damage", []):
         remedy = "" if "localidx index" in line else " (run `localidx index`)"
         click.echo(f"  damaged: {_p(line)}{remedy}")
-    if report["state"] == "EMPTY":
+    if report["state"] == "EMPTY" and run:
+        skipped = ", ".join(f"{v} {k}" for k, v in report.get("skipped_by_reason", {}).items())
+        click.echo(f"  0 files to index{f' ({skipped})' if skipped else ''}: nothing here for localidx to search")
+    elif report["state"] == "EMPTY":
         click.echo("  nothing indexed yet: run `localidx index`")
 
 
@@ -690,16 +693,29 @@ def daemon_stop() -> None:
     click.echo(f"daemon stopped (pid {pid})" if pid else "no daemon running")
 
 
+@daemon_group.command(name="restart")
+def daemon_restart() -> None:
+    """Stop this work tree's daemon (if one runs) and start it again, with the settings this shell has now."""
+    from localidx.client import start_daemon, stop_daemon
+    from localidx.daemon.lifecycle import daemon_paths
+
+    root, in_git, settings = _here()
+    old = stop_daemon(daemon_paths(root, in_git, settings))
+    hello, _started = start_daemon(root, in_git, settings)
+    was = f"stopped pid {old}, " if old else ""
+    click.echo(f"daemon restarted: {was}pid {hello['pid']}, socket {hello['daemon']['socket']}")
+
+
 @daemon_group.command(name="status")
 @click.option("--json", "as_json", is_flag=True, help="Print the daemon's state as JSON.")
 def daemon_status(as_json: bool) -> None:
-    """Whether a daemon serves this work tree and what it is doing; exit status 1 when none runs.
+    """Whether a daemon serves this work tree (or is starting) and what it is doing; exit status 1 when none runs.
 
     Files left by a daemon that crashed are removed."""
     from localidx.client import probe
 
     found = probe(*_here())
-    report = {"running": found.state == "running", "state": found.state, "socket": str(found.paths.socket),
+    report = {"running": found.state in ("running", "starting"), "state": found.state, "socket": str(found.paths.socket),
               "status_file": str(found.paths.status), "log": str(found.paths.log)}
     if found.hello:
         report.update(found.hello["daemon"])
@@ -723,13 +739,16 @@ def daemon_status(as_json: bool) -> None:
         click.echo(f"  log      {report['log']}")
     elif found.state == "running":
         click.echo(f"running  pid {report.get('pid')}, but {found.problem}")
+    elif found.state == "starting":
+        click.echo(f"starting  pid {report.get('pid')} ({found.problem})")
+        click.echo(f"  socket   {report['socket']}")
     elif found.state == "unreachable":
         click.echo(f"unreachable: pid {report.get('pid')} is alive but does not answer on {report['socket']} "
                    f"({found.problem})")
     else:
         stale = f" (removed files left by pid {found.cleaned.get('pid')})" if found.cleaned is not None else ""
         click.echo(f"not running{stale}")
-    if found.state != "running":
+    if not report["running"]:
         sys.exit(1)
 
 

@@ -355,8 +355,8 @@ def connect_as_is(root: Path, in_git: bool, settings: Settings, timeout: float =
 
 @dataclass
 class Probe:
-    """What ``localidx daemon status`` finds: ``state`` is running, unreachable (a live pid whose socket does not
-    answer) or stopped; ``cleaned`` holds the status of a crashed daemon whose files were just removed, ``status``
+    """What ``localidx daemon status`` finds: ``state`` is running, starting (on its way up: it counts as running),
+    unreachable (a live pid whose socket does not answer) or stopped; ``cleaned`` holds the status of a crashed daemon whose files were just removed, ``status``
     the status file still there (unreachable, or stale files kept while another process holds the write lock)."""
 
     state: str
@@ -377,6 +377,9 @@ def probe(root: Path, in_git: bool, settings: Settings, timeout: float = 5.0) ->
         return Probe("running", paths, status=lifecycle.read_status(paths.status), problem=str(exc))
     except (DaemonUnavailable, DaemonError) as exc:
         problem = str(exc)
+    starting = lifecycle.starting_pid(paths)
+    if starting is not None:
+        return Probe("starting", paths, status={"pid": starting}, problem="on its way up: loading the index and model")
     cleaned = lifecycle.clean_stale(paths)
     status = lifecycle.read_status(paths.status)
     if status is not None and lifecycle.pid_alive(status["pid"]):
@@ -403,6 +406,7 @@ def stop_daemon(paths: lifecycle.DaemonPaths, timeout: float = STOP_TIMEOUT_S) -
     Returns the pid stopped, or None when none ran. Raises DaemonUnavailable when it is still alive after
     ``timeout`` seconds."""
     lifecycle.check_socket_dir(paths.socket, create=False)  # as every connect does: never a socket of another user
+    _wait_for_a_start(paths)
     status = lifecycle.read_status(paths.status)
     pid = status["pid"] if status else None
     try:
@@ -430,6 +434,14 @@ def stop_daemon(paths: lifecycle.DaemonPaths, timeout: float = STOP_TIMEOUT_S) -
     return pid
 
 
+def _wait_for_a_start(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S) -> None:
+    """A daemon on its way up counts as running: wait until it listens (or its start fails) before acting on it."""
+    if lifecycle.starting_pid(paths) is None:
+        return
+    lifecycle.wait_until(lambda: lifecycle.starting_pid(paths) is None or lifecycle.socket_listening(paths.socket),
+                         timeout)
+
+
 def start_in_background(root: Path, in_git: bool, settings: Settings) -> bool:
     """Start the work tree's daemon and return at once, without waiting for it (the caller does its own work
     meanwhile); True when one was started. Nothing is started while the work tree's write lock is held (a daemon
@@ -448,8 +460,12 @@ def start_in_background(root: Path, in_git: bool, settings: Settings) -> bool:
             pass
     except IndexBusy:
         return False
+    if not lifecycle.claim_start(paths):
+        return False  # another command is starting it: that one says so
     _children[:] = [p for p in _children if p.poll() is None]  # reap daemons of this process that have ended
-    _children.append(lifecycle.spawn(paths))
+    process = lifecycle.spawn(paths)
+    _children.append(process)
+    lifecycle.note_starting(paths, process.pid)
     return True
 
 
@@ -460,8 +476,12 @@ _children: list = []
 def _spawn_and_wait(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S) -> None:
     """Start ``localidx daemon run`` detached and wait until a daemon answers hello (it or one started alongside)."""
     _children[:] = [p for p in _children if p.poll() is None]  # reap daemons of this process that have ended
-    process = lifecycle.spawn(paths)
-    _children.append(process)
+    if lifecycle.claim_start(paths):
+        process = lifecycle.spawn(paths)
+        _children.append(process)
+        lifecycle.note_starting(paths, process.pid)
+    else:
+        process = None  # another command is starting it: wait for that one
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -469,7 +489,13 @@ def _spawn_and_wait(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT
             return
         except DaemonUnavailable:
             pass
-        if process.poll() is not None:
+        if process is None and lifecycle.starting_pid(paths) is None:
+            try:
+                _handshake(paths, 2.0, package=False).close()
+                return
+            except DaemonUnavailable:
+                raise DaemonUnavailable(f"the daemon another command started did not start (see {paths.log})") from None
+        if process is not None and process.poll() is not None:
             # It exited: the reason is the last thing it logged. A daemon started alongside may still answer.
             try:
                 _handshake(paths, 2.0, package=False).close()

@@ -204,6 +204,17 @@ def test_lang_takes_names_aliases_and_extensions(repo, tmp_path):
     assert {m["language"] for m in json.loads(yaml.stdout)["matches"]} == {"yaml"}
 
 
+def test_an_index_of_nothing_says_so_instead_of_asking_for_an_index(make_repo, tmp_path):
+    root = make_repo({"logo.png": b"\x89PNG\r\n\x1a\n\x00\x00", "package-lock.json": "{}\n"})
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
+    before = run_env(root, env, "status", "--no-daemon")
+    assert before.returncode == 1 and "nothing indexed yet: run `localidx index`" in before.stdout
+    assert run_env(root, env, "index", "-q", "--no-daemon").returncode == 0
+    after = run_env(root, env, "status", "--no-daemon")
+    assert after.returncode == 1 and "run `localidx index`" not in after.stdout, after.stdout
+    assert "0 files to index (1 binary, 1 lock-file)" in after.stdout, after.stdout
+
+
 def test_unloadable_model_is_one_line(repo, tmp_path):
     env = {"LOCALIDX_EMBED_MODEL": "no-such-org/no-such-model", "LOCALIDX_HOME": str(tmp_path / "home"),
            "HF_HUB_OFFLINE": "1", "LOCALIDX_CACHE_DIR": str(tmp_path / "cache")}

@@ -32,7 +32,8 @@ LanceDB connection (and its index caches) and the writer's open index are droppe
 the system; the next query opens them again. The model is dropped too when loading it cost more than
 ``KEEP_MODEL_MB``: the default model costs about 55 MB and a reload about 0.3 s, most of the first query after a
 release (measured at 100k chunks: 150-160 ms with the model kept, 470-550 ms with it dropped), so it stays. After
-``daemon_idle_s`` without any request or change the daemon exits.
+``daemon_idle_s`` without any request or change the daemon exits. It exits too when its work tree or its state
+dir is deleted (checked every ``GONE_CHECK_S``): nothing is left for it to serve.
 
 **Idle trim.** Requests leave freed memory in the allocator's heap (``index/status`` alone reads every row's kind
 and language); ``TRIM_AFTER_S`` after the last request, with nothing in flight, it is given back to the system, so
@@ -69,6 +70,7 @@ log = logging.getLogger(__name__)
 
 LOG_MAX_BYTES = 1_000_000  # one rotated file kept: at most about 2 MB of logs per work tree
 TICK_S = 0.5  # how often the loop wakes up by itself to look at the stop flag and the idle clocks
+GONE_CHECK_S = 5.0  # how often the loop looks whether the work tree and the state dir still exist
 DRAIN_S = 5.0  # how long shutdown waits for requests in flight to be answered
 WRITER_JOIN_S = 30.0  # how long shutdown waits for the writer to end its run (it stops between embedding batches)
 LOCK_WAIT_S = 10.0  # a daemon that is stopping still holds the lock for a moment: a restart waits for it
@@ -187,6 +189,7 @@ class Daemon:
         self.releases = 0
         self._release_job = False
         self._trimmed_at = time.monotonic()
+        self._gone_checked = time.monotonic()
         self._trim_job = False
         self.trims = 0
 
@@ -768,9 +771,15 @@ class Daemon:
     # -- idle clocks ----------------------------------------------------------------------------------------------
 
     def _check_idle(self) -> None:
+        now = time.monotonic()
+        if now - self._gone_checked >= GONE_CHECK_S:
+            self._gone_checked = now
+            gone = next((p for p in (self.root, self.paths.worktree) if not os.path.isdir(p)), None)
+            if gone is not None:
+                self.request_stop(f"{gone} was deleted")
+                return
         if self._in_flight or self.writer.busy:
             return
-        now = time.monotonic()
         idle_s = self.settings.daemon_idle_s
         if idle_s > 0 and now - self._last_activity >= idle_s:
             self.request_stop(f"idle for {idle_s:g} s")
@@ -1042,6 +1051,7 @@ def _serve(root: Path, in_git: bool, settings: Settings, paths: lifecycle.Daemon
     try:
         daemon.listen()
         lifecycle.unlink_quietly(paths.worktree / lifecycle.FAILED_NAME)
+        lifecycle.unlink_quietly(paths.worktree / lifecycle.STARTING_NAME)
         on_listening()
         watcher = _start_watcher(daemon, writer)
         daemon.serve()
