@@ -706,6 +706,27 @@ def daemon_restart() -> None:
     click.echo(f"daemon restarted: {was}pid {hello['pid']}, socket {hello['daemon']['socket']}")
 
 
+@daemon_group.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Print the daemons as JSON.")
+def daemon_list(as_json: bool) -> None:
+    """Every daemon of yours that runs, over all work trees: work tree, pid, memory and idle time (longest idle
+    first; at most `daemon_max_running` run at once). Looking does not keep them up."""
+    from localidx.client import list_daemons
+
+    found = list_daemons()
+    if as_json:
+        _echo_json({"daemons": found})
+        return
+    if not found:
+        click.echo("no daemons running")
+        return
+    for daemon in found:
+        memory = daemon.get("memory") or {}
+        writer = (daemon.get("writer") or {}).get("state", "?")
+        click.echo(f"{daemon.get('pid'):>7}  {memory.get('rss_mb', 0):>7.0f} MB  idle {daemon.get('idle_s', 0):>6.0f} s"
+                   f"  {writer:<9} {_p(str(daemon.get('root')))}")
+
+
 @daemon_group.command(name="status")
 @click.option("--json", "as_json", is_flag=True, help="Print the daemon's state as JSON.")
 def daemon_status(as_json: bool) -> None:

@@ -315,7 +315,7 @@ def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, t
             log.info("restarting the daemon: %s", reason)
             print(f"localidx: restarting the daemon: {reason}", file=sys.stderr)
             stop_daemon(paths)
-            _spawn_and_wait(paths)
+            _spawn_and_wait(paths, settings=settings)
             restarted = True
         except DaemonTimeout:
             raise
@@ -323,7 +323,7 @@ def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, t
             if not start or started:
                 raise
             lifecycle.clean_stale(paths)
-            _spawn_and_wait(paths)
+            _spawn_and_wait(paths, settings=settings)
             started = True
 
 
@@ -434,6 +434,51 @@ def stop_daemon(paths: lifecycle.DaemonPaths, timeout: float = STOP_TIMEOUT_S) -
     return pid
 
 
+def list_daemons(timeout: float = 2.0) -> list[dict]:
+    """Every daemon of this user that answers in localidx's runtime dir (``LOCALIDX_SOCK`` ones aside): the
+    ``daemon`` part of each hello (root, pid, socket, memory, idle_s, ...), longest idle first. A hello is no
+    activity: looking does not keep a daemon up."""
+    directory = lifecycle.runtime_dir()
+    try:
+        lifecycle.check_socket_dir(directory / "probe.sock", create=False)
+        sockets = sorted(directory.glob("*.sock"))
+    except (LocalidxError, OSError):
+        return []
+    found = []
+    for sock in sockets:
+        try:
+            with Client.open(sock, timeout) as client:
+                hello = client.request("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION,
+                                                        "client": "localidx"})
+        except (LocalidxError, OSError):
+            continue
+        if isinstance(hello, dict) and isinstance(hello.get("daemon"), dict):
+            found.append(hello["daemon"])
+    return sorted(found, key=lambda d: -float(d.get("idle_s") or 0))
+
+
+def _make_room(paths: lifecycle.DaemonPaths, settings: Settings) -> None:
+    """Before a daemon starts: stop the daemons idle longest until fewer than ``daemon_max_running`` run (a busy one
+    is never stopped)."""
+    running = [d for d in list_daemons() if d.get("socket") != str(paths.socket)]
+    extra = len(running) - (settings.daemon_max_running - 1)
+    for daemon in running:
+        if extra <= 0:
+            break
+        writer = daemon.get("writer") or {}
+        if writer.get("state") not in ("idle", None) or (daemon.get("connections") or {}).get("subscribed"):
+            continue
+        try:  # asked, not waited for: it finishes its own way out while this command goes on
+            with Client.open(Path(daemon["socket"]), 2.0) as client:
+                client.request("daemon/stop")
+        except (LocalidxError, OSError) as exc:
+            log.debug("could not stop the daemon of %s to make room: %s", daemon["root"], exc)
+            continue
+        log.info("stopped the daemon of %s (idle %.0f s): at most %d run at once", daemon["root"],
+                 daemon.get("idle_s") or 0, settings.daemon_max_running)
+        extra -= 1
+
+
 def _wait_for_a_start(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S) -> None:
     """A daemon on its way up counts as running: wait until it listens (or its start fails) before acting on it."""
     if lifecycle.starting_pid(paths) is None:
@@ -462,6 +507,7 @@ def start_in_background(root: Path, in_git: bool, settings: Settings) -> bool:
         return False
     if not lifecycle.claim_start(paths):
         return False  # another command is starting it: that one says so
+    _make_room(paths, settings)
     _children[:] = [p for p in _children if p.poll() is None]  # reap daemons of this process that have ended
     process = lifecycle.spawn(paths)
     _children.append(process)
@@ -473,10 +519,13 @@ def start_in_background(root: Path, in_git: bool, settings: Settings) -> bool:
 _children: list = []
 
 
-def _spawn_and_wait(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S) -> None:
+def _spawn_and_wait(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S,
+                    settings: Settings | None = None) -> None:
     """Start ``localidx daemon run`` detached and wait until a daemon answers hello (it or one started alongside)."""
     _children[:] = [p for p in _children if p.poll() is None]  # reap daemons of this process that have ended
     if lifecycle.claim_start(paths):
+        if settings is not None:
+            _make_room(paths, settings)
         process = lifecycle.spawn(paths)
         _children.append(process)
         lifecycle.note_starting(paths, process.pid)

@@ -534,6 +534,32 @@ def test_a_second_home_gets_a_daemon_of_its_own_and_leaves_the_first_running(dae
     assert lifecycle.pid_alive(pid)
 
 
+def test_at_most_daemon_max_running_run_and_daemon_list_shows_them(daemons, make_repo):
+    """A second work tree's daemon, with at most one allowed, stops the first (idle) one; `daemon list` shows what
+    runs, and looking at it is no activity that keeps a daemon up."""
+    d = daemons
+    first = d.start()
+    d.ready()  # idle: a daemon busy with its start-up pass is never the one stopped
+    listed = json.loads(d.cli("daemon", "list", "--json").stdout)["daemons"]
+    assert [x["pid"] for x in listed] == [first] and listed[0]["root"] == str(d.root.resolve())
+    assert listed[0]["memory"]["rss_mb"] > 0 and listed[0]["idle_s"] >= 0
+    other = make_repo({"notes.py": "def other():\n    return 1\n"}, name="other")
+    started = subprocess.run([sys.executable, "-m", "localidx", "daemon", "start"], cwd=other, capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "LOCALIDX_DAEMON_MAX_RUNNING": "1"})
+    assert started.returncode == 0, started.stderr
+    second = int(started.stdout.split("pid ")[1].split(",")[0])
+    d.pids.add(second)
+    try:
+        wait_for(lambda: not lifecycle.pid_alive(first), 40, "the idle daemon to make room")
+        listed = json.loads(d.cli("daemon", "list", "--json").stdout)["daemons"]
+        assert [x["pid"] for x in listed] == [second]
+        human = d.cli("daemon", "list").stdout
+        assert str(second) in human and str(other.resolve()) in human and " MB " in human
+    finally:
+        subprocess.run([sys.executable, "-m", "localidx", "daemon", "stop"], cwd=other, capture_output=True,
+                       timeout=120)
+
+
 # -- versions -------------------------------------------------------------------------------------------------
 
 

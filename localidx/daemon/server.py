@@ -86,8 +86,11 @@ MAX_PENDING_OUT = 1024 * 1024
 STALLED_S = 30.0  # a connection over MAX_PENDING_OUT that has read nothing for this long is closed
 FD_RESERVE = 256  # file descriptors kept for LanceDB, SQLite, the watcher and the log, below the connection cap
 # Methods that do not use the model or the index: they do not restart the release clock (they still count as
-# activity for the idle exit, except daemon/subscribe, which a window that is only open sends).
+# activity for the idle exit, except the passive ones below).
 _LIGHT = {"daemon/hello", "daemon/stop", "daemon/subscribe", "index/reindex"}
+# Methods that are no activity for the idle exit: a window that is only open subscribes, and `daemon status`,
+# `daemon list` and every client say hello; a daemon is kept up by the requests that follow, not by being looked at.
+_PASSIVE = {"daemon/hello", "daemon/subscribe"}
 
 
 class Session:
@@ -260,6 +263,7 @@ class Daemon:
             "status_file": str(self.paths.status), "log": str(self.paths.log), "package_version": self.version,
             "protocol_version": protocol.PROTOCOL_VERSION, "started_at": self.started_at,
             "uptime_s": round(time.time() - self.started_at, 1), "idle_timeout_s": self.settings.daemon_idle_s,
+            "idle_s": round(time.monotonic() - self._last_activity, 1),
             "release_after_s": self.settings.daemon_release_s, "model": self.embedder.model_id,
             "watcher": self.watcher_mode, "writer": self.writer.describe(),
             "connections": {"open": len(self._sessions), "max": self.max_connections, "refused": self.refused,
@@ -693,7 +697,7 @@ class Daemon:
 
         if self._stop.is_set():
             return protocol.error(id_, ProtocolError(SHUTTING_DOWN, "the daemon is stopping"))
-        if method != "daemon/subscribe":
+        if method not in _PASSIVE:
             self.touch()
         if method not in _LIGHT:
             self.used()
