@@ -133,6 +133,10 @@ def print_matches(response: dict, as_json: bool, files: bool = False, mode: str 
 def error_exit(exc: BaseException) -> int:
     """How a command that raised ``exc`` ends: a LocalidxError as one line and its exit code; a closed pipe or ^C
     as 130; anything else is a bug, said in one line (exit 3; re-raised under ``LOCALIDX_DEBUG=1``)."""
+    if not isinstance(exc, LocalidxError):
+        from localidx.errors import disk_full
+
+        exc = disk_full(exc) or exc
     if isinstance(exc, LocalidxError):
         echo(f"localidx: error: {_p(exc)}", err=True)
         return exc.exit_code

@@ -649,8 +649,12 @@ class _Batch:
                     self._failed(one, exc_one)
 
     def _damage_or(self, exc: BaseException) -> None:
+        from localidx.errors import disk_full
         from localidx.store.index import mark_damaged, storage_error
 
+        full = disk_full(exc, self.index.paths.state)
+        if full is not None:
+            raise full from exc  # not damage: the write did not happen, and a repair would only fill the disk again
         reason = storage_error(exc)
         if reason is not None:
             mark_damaged(self.index.paths, f"a write to the chunk table failed: {reason}")
