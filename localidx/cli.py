@@ -269,8 +269,12 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     click.echo(f"  chunks: {stats['chunks_written']} written, {stats['chunks_deleted']} deleted, "
                f"{stats['chunks_embedded']} embedded, {stats['chunks_reused']} vectors reused, "
                f"{stats['chunks_pending']} waiting for vectors")
-    rate = f", {stats['rate']} chunks/s" if stats["rate"] else ""
-    click.echo(f"  {stats['duration_s']:.2f} s (write {stats['write_s']:.2f} s, embed {stats['embed_s']:.2f} s{rate})")
+    # Each rate beside the time it divides: the run's chunks over the whole run, the embedding rate over embedding.
+    overall = (f", {stats['chunks_written'] / stats['duration_s']:.0f} chunks/s"
+               if stats["chunks_written"] and stats["duration_s"] else "")
+    embedding = f" at {stats['rate']} chunks/s" if stats["rate"] else ""
+    click.echo(f"  {stats['duration_s']:.2f} s in all{overall} (writing {stats['write_s']:.2f} s, embedding "
+               f"{stats['embed_s']:.2f} s{embedding})")
     if stats.get("repairs"):
         click.echo(f"  repaired: {'; '.join(stats['repairs'])}")
     problems = stats.get("failed_files") or []

@@ -168,8 +168,12 @@ def test_index_json_record_and_status_states(repo, tmp_path):
                 "duration_s", "rate"):
         assert key in record
     assert record["files_processed"] == 3 and record["files_skipped"] == 3
+    human = run_env(repo, env, "index")
+    assert f"s in all, " in human.stderr + human.stdout or "s in all (" in human.stderr + human.stdout
     ready = json.loads(run_env(repo, env, "status", "--json").stdout)
     assert ready["state"] == "READY" and ready["chunks"] == record["chunks_written"]
+    # The second run found nothing to do: the status still shows the run that did the work.
+    assert ready["last_run"]["files_processed"] == 3 and ready["last_run"]["chunks_written"] == record["chunks_written"]
     assert ready["embedding_progress"] == 1.0 and ready["chunks_by_language"]["python"] >= 1
     (repo / "app" / "api.py").write_text(APP + "\n\ndef extra():\n    return 1\n")
     stale = json.loads(run_env(repo, env, "status", "--json").stdout)
