@@ -854,6 +854,27 @@ def test_an_editor_style_atomic_save_is_picked_up_by_the_watcher(daemons):
     wait_for(found, 30, "the watcher's change to be indexed")
 
 
+def test_a_search_while_an_update_is_pending_says_so(daemons):
+    """A save the watcher is still gathering (a long quiet time here) is not searchable yet: the search says so,
+    in JSON and on stderr, and once the update is in the warning is gone."""
+    pytest.importorskip("localidx.discover.watch")
+    d = daemons
+    d.start(env={"LOCALIDX_WATCH": "1", "LOCALIDX_WATCH_DEBOUNCE_S": "8"})
+    d.ready()
+    quiet = d.cli("search", "verify", "token", "--json")
+    assert "updatePending" not in json.loads(quiet.stdout)
+    (d.root / "auth.py").write_text(AUTH + "\n\ndef rotate_signing_keys(keyring):\n    return keyring.rotate()\n")
+    time.sleep(0.5)
+    pending = d.cli("search", "rotate", "signing", "keys", "--json")
+    answer = json.loads(pending.stdout)
+    assert answer["updatePending"] is True and any("update of the index is pending" in w for w in answer["warnings"])
+    plain = d.cli("search", "verify", "token")
+    assert "update of the index is pending" in plain.stderr
+    wait_for(lambda: any("def rotate_signing_keys" in m["text"] for m in search_over_socket(d, "rotate signing keys")),
+             60, "the change to be indexed")
+    assert "updatePending" not in json.loads(d.cli("search", "verify", "token", "--json").stdout)
+
+
 # -- many clients, large responses, the idle release, subscriptions ------------------------------------------
 
 

@@ -158,6 +158,7 @@ class Daemon:
         self.version = lifecycle.package_version()
         self.started_at = time.time()
         self.watcher_mode = "off"
+        self.watcher = None  # set once it runs (``_start_watcher``)
         self._stop = threading.Event()
         self._stop_reason = ""
         self._lock = threading.Lock()
@@ -273,6 +274,14 @@ class Daemon:
                        "model_loads": getattr(self.embedder, "loads", None),
                        "model_mb": getattr(self.embedder, "load_mb", None)},
         }
+
+    def update_pending(self) -> bool:
+        """Whether a change is seen but not yet searchable: paths queued for the writer, a run before its rows are
+        written, or file events the watcher is still gathering."""
+        writer = self.writer
+        if writer.queued() != 0 or (writer.busy and writer.phase in ("starting", "scan", "chunk")):
+            return True
+        return bool(getattr(self.watcher, "pending", False))
 
     def status_record(self) -> dict:
         """What the status file holds."""
@@ -980,6 +989,7 @@ def _start_watcher(daemon: Daemon, writer):
         daemon.watcher_mode = "failed"
         return None
     daemon.watcher_mode = getattr(watcher, "mode", "on")
+    daemon.watcher = watcher
     return watcher
 
 

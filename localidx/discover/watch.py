@@ -223,6 +223,11 @@ class Watcher:
         self._own_state = own_state_dirs(self.root, gitrepo.open_repo(self.root) is not None, settings)
 
     @property
+    def pending(self) -> bool:
+        """Whether changes were seen that are not reported yet (waiting for the quiet time)."""
+        return bool(self._pending)
+
+    @property
     def watch_count(self) -> int:
         """The inotify watches this watcher holds now (0 when polling or off Linux)."""
         fd = self._fd
