@@ -1,11 +1,10 @@
-"""Benchmark: the bytes an agent pays for one MCP search answer, in the shape the search tools answered before (the
-whole context/build response as structured content, and again as indented JSON text: the SDK's default for a tool
-returning a dict), in the new default (``detail: "brief"``) and in full (``detail: "full"``).
+"""Benchmark: what an agent pays for each MCP tool's answer, in cl100k tokens (and bytes), as its client receives it.
 
 A real ``localidx mcp`` over stdio, driven by the ``mcp`` SDK's client, in a clone of a repository (default: this
-one) indexed with ``--model`` (default static-minilm: cheap); "before" is computed from the same call's full answer
-plus the two prompt fields the tool no longer sends, serialised as the old server did. Per query it prints the three
-sizes and how many code lines (over 20 characters) occur more than once in each answer.
+one) indexed with ``--model`` (default static-minilm: cheap). Each tool is called with the same questions, in its
+default form and in its others (``detail: "full"``; ``rag_context`` at a few ``maxTokens``); an answer's size is
+every text block it carries plus its structured copy, if any (none: every tool answers as text once). Printed per
+tool and form: the mean and largest tokens and bytes, and the matches of a search answer.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/mcp_size.py [--repo .] [--work /tmp/lxmcp] [--model static-minilm]
 
@@ -16,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import subprocess
@@ -27,37 +25,60 @@ QUERIES = ["where are the exit codes of the command line decided", "how does the
            "context pack token budget", "verify the index is damaged and repair it", "MCP server tools"]
 
 
-def repeated(text: str) -> int:
-    lines = [line.strip() for line in text.replace("\\n", "\n").splitlines() if len(line.strip()) > 20]
-    return sum(1 for line in set(lines) if lines.count(line) > 1)
+CALLS = [  # (label, tool, extra arguments)
+    ("rag_search (brief)", "rag_search", {}),
+    ("rag_search (full)", "rag_search", {"detail": "full"}),
+    ("rag_search_simple (brief)", "rag_search_simple", {}),
+    ("rag_search_global (brief)", "rag_search_global", {}),
+    ("rag_context (default, 3000)", "rag_context", {}),
+    ("rag_context maxTokens 1000", "rag_context", {"maxTokens": 1000}),
+    ("rag_context maxTokens 8000", "rag_context", {"maxTokens": 8000}),
+    ("index_status", "index_status", None),
+]
+
+
+def size(result) -> tuple[int, int]:
+    """(cl100k tokens, UTF-8 bytes) of everything an answer carries."""
+    import json
+
+    from localidx.tokens import count
+
+    texts = [getattr(block, "text", "") for block in result.content]
+    if result.structured_content is not None:
+        texts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return sum(count(t) for t in texts), sum(len(t.encode()) for t in texts)
 
 
 async def measure(work: Path, env: dict) -> None:
+    import json
+
     import mcp
-    import pydantic_core
     from mcp import StdioServerParameters
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "localidx", "mcp"], cwd=str(work / "repo"),
                                    env=env)
-    rows = []
+    rows: dict[str, list[tuple[int, int, int | None]]] = {label: [] for label, _tool, _extra in CALLS}
     async with mcp.Client(params, read_timeout_seconds=300) as client:
         for query in QUERIES:
-            brief = await client.call_tool("rag_search_simple", {"rawQuery": query})
-            full = await client.call_tool("rag_search_simple", {"rawQuery": query, "detail": "full"})
-            pack = await client.call_tool("rag_context", {"rawQuery": query})
-            brief_text, full_text = brief.content[0].text, full.content[0].text
-            old = json.loads(full_text)
-            old.update({key: pack.structured_content[key] for key in ("augmentedPrompt", "instructions")})
-            old_text = pydantic_core.to_json(old, indent=2).decode() + json.dumps(old, ensure_ascii=False)
-            rows.append((query, len(old_text.encode()), len(full_text.encode()), len(brief_text.encode()),
-                         repeated(old_text), repeated(full_text), repeated(brief_text),
-                         len(json.loads(brief_text)["matches"])))
-    print(f"{'query':<52} {'before':>8} {'full':>8} {'brief':>8}  repeated lines (before/full/brief)  matches")
-    for q, before, full_b, brief_b, r0, r1, r2, n in rows:
-        print(f"{q[:52]:<52} {before:>8} {full_b:>8} {brief_b:>8}  {r0:>5}/{r1}/{r2}  {n:>20}")
-    tot = [sum(r[i] for r in rows) / len(rows) for i in (1, 2, 3)]
-    print(f"{'mean bytes':<52} {tot[0]:>8.0f} {tot[1]:>8.0f} {tot[2]:>8.0f}  "
-          f"brief/before {tot[2] / tot[0]:.3f}, full/before {tot[1] / tot[0]:.3f}")
+            for label, tool, extra in CALLS:
+                arguments = {} if extra is None else {"rawQuery": query, **extra}
+                result = await client.call_tool(tool, arguments)
+                if result.is_error:
+                    raise SystemExit(f"{label}: {result.content[0].text}")
+                tokens, size_bytes = size(result)
+                matches = None
+                if tool.startswith("rag_search"):
+                    matches = len(json.loads(result.content[0].text)["matches"])
+                rows[label].append((tokens, size_bytes, matches))
+    print(f"{len(QUERIES)} questions; tokens are cl100k over every block of the answer\n")
+    print("| tool (form) | mean tokens | max tokens | mean bytes | matches |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for label, values in rows.items():
+        tokens = [v[0] for v in values]
+        matches = [v[2] for v in values if v[2] is not None]
+        print(f"| {label} | {sum(tokens) / len(tokens):.0f} | {max(tokens)} | "
+              f"{sum(v[1] for v in values) / len(values):.0f} | "
+              f"{(sum(matches) / len(matches)) if matches else '':{'.1f' if matches else ''}} |")
 
 
 def main() -> None:

@@ -7,7 +7,8 @@ They are written through ``ChunkStore.replace_files`` in the indexer's batch siz
 tiny git repository in /tmp (``LOCALIDX_HOME`` under /tmp). The table grows from 10k to 100k; at each size ``ensure_indexes()`` is run and
 timed (the full-text index; at 100k also the IVF_HNSW_SQ ANN index, which starts at ``ANN_MIN_ROWS``), then ~50
 varied queries are timed per mode after warm-up queries: hybrid (the default linear fusion), bm25 only, vector only,
-and the query embedding alone; then a hybrid query step by step (snapshot, BM25 arm, query embedding, vector arm).
+and the query embedding alone, through LanceDB (``LOCALIDX_HOT=0``); then the in-memory copy of the table version
+(``localidx/store/hot.py``) is loaded (time and size printed) and the three modes are timed again from it; then a hybrid query step by step (snapshot, BM25 arm, query embedding, vector arm).
 Also printed: disk of the table dir (as written, after ``compact()``, and after a cleanup of every old version), ``ensure_indexes()`` repeated with nothing new (the first repeat may still merge index segments; the second
 is what every later indexing run pays), one ``set_vectors`` commit of 256 rows (the indexer's embedding commit), and
 the vector cache's ``cache_get`` at that many keys.
@@ -253,12 +254,32 @@ def main() -> None:
               f"{', '.join(indices)}")
 
         timings = {}
+        os.environ["LOCALIDX_HOT"] = "0"  # first through LanceDB, then from the in-memory copy (store/hot.py)
+        load = {}
+
+        def from_memory() -> None:
+            from localidx.store import hot
+            from localidx.store.index import pinned
+
+            os.environ.pop("LOCALIDX_HOT", None)
+            t0 = time.perf_counter()
+            copy = hot.wait(pinned(index))
+            load.update(s=time.perf_counter() - t0, mb=copy.nbytes() / 1e6 if copy else 0.0)
+            print(f"in-memory copy    loaded in {load['s']:.1f} s, {load['mb']:.1f} MB of arrays")
+
         for label, func in (
             ("hybrid", lambda q: search(index, q, k=10)),
             ("bm25", lambda q: search(index, q, k=10, mode="bm25")),
             ("vector", lambda q: search(index, q, k=10, mode="vector")),
             ("query embedding", lambda q: index.embedder.embed_query(q)),
+            ("memory", None),
+            ("hybrid (memory)", lambda q: search(index, q, k=10)),
+            ("bm25 (memory)", lambda q: search(index, q, k=10, mode="bm25")),
+            ("vector (memory)", lambda q: search(index, q, k=10, mode="vector")),
         ):
+            if func is None:
+                from_memory()
+                continue
             times, cpu = time_queries(func, QUERIES)
             timings[label] = {"p50_ms": percentile(times, 50), "p95_ms": percentile(times, 95),
                               "max_ms": max(times), "cpu_ms_per_query": 1000 * cpu / len(times)}
@@ -266,6 +287,8 @@ def main() -> None:
             print(f"{label:<22} p50 {t['p50_ms']:6.1f} ms   p95 {t['p95_ms']:6.1f} ms   max {t['max_ms']:6.1f} ms   "
                   f"cpu {t['cpu_ms_per_query']:5.1f} ms/query   ({len(times)} queries after {len(WARMUP)} warm-up)")
         r["latency"] = timings
+        r["memory_load_s"], r["memory_mb"] = load.get("s"), load.get("mb")
+        os.environ["LOCALIDX_HOT"] = "0"  # the stages below are LanceDB's
 
         # Where a hybrid query's time goes: the same steps search() takes, one by one.
         search_module = sys.modules["localidx.retrieve.search"]  # the package re-exports search(), hiding the module

@@ -177,7 +177,9 @@ class _Progress:
         if self.quiet:
             return
         if self.tty:
-            click.echo(f"\r{text:<78}", err=True, nl=final)
+            from localidx.console import echo
+
+            echo(f"\r{_p(text):<78}", err=True, nl=final, color=True)  # its carriage return is kept, nothing else
             return
         changed = phase != self._phase
         self._phase, self._state = ("", "") if final else (phase, text)
@@ -380,7 +382,8 @@ def _print_dry_run(report) -> None:
               help="Only this language: a name, alias or extension (python, ts, c++, markdown, ...).")
 @click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style).")
 @click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...).")
-@click.option("--all-repos", is_flag=True, help="Search every repository in the per-user registry (`localidx repos`).")
+@click.option("--all-repos", is_flag=True, help="Search every repository shared in the per-user registry "
+              "(`localidx repos share`).")
 @click.option("--files", "files", is_flag=True, help="Rank files instead: the k best files, from the best 100 "
               "matches (\"which file do I open\").")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
@@ -416,7 +419,9 @@ def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path
 _CONTEXT_OPTIONS = [
     click.option("--profile", default=None, help="Retrieval profile: balanced (default), conservative, aggressive, "
                  "legacy, or one of .localidx.toml's [profiles.*]."),
-    click.option("--max-tokens", type=int, default=None, help="Token budget of the context (clamped to 256..4000)."),
+    click.option("--max-tokens", type=int, default=None, help="The most tokens (cl100k) the pack may take: the "
+                 "instructions, question, code, file list and call relations together (200..128000; default: the "
+                 "profile's, 3000 in balanced)."),
     click.option("--top-k", type=int, default=None, help="Candidates kept from search (clamped to 1..40)."),
     click.option("--turn", "turns", multiple=True, help="An earlier turn of the conversation, oldest first; "
                  "repeat it. A follow-up question borrows their terms."),
@@ -425,7 +430,8 @@ _CONTEXT_OPTIONS = [
                  help="Only this language: a name, alias or extension (python, ts, c++, markdown, ...)."),
     click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style)."),
     click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...)."),
-    click.option("--all-repos", is_flag=True, help="Every repository in the per-user registry (`localidx repos`)."),
+    click.option("--all-repos", is_flag=True, help="Every repository shared in the per-user registry "
+                 "(`localidx repos share`)."),
     _NO_DAEMON,
 ]
 
@@ -860,7 +866,8 @@ def trust_command(show: bool, revoke: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the registry's entries as JSON.")
 @click.pass_context
 def repos_group(ctx: click.Context, as_json: bool) -> None:
-    """Every index on this machine (the per-user registry `--all-repos` queries); repositories gone are dropped."""
+    """Every index on this machine (the per-user registry); repositories gone are dropped. `--all-repos` and MCP's
+    rag_search_global read those shared with `localidx repos share`."""
     if ctx.invoked_subcommand is not None:
         return
     from localidx import registry
@@ -877,7 +884,8 @@ def repos_group(ctx: click.Context, as_json: bool) -> None:
     width = max(len(e.name) for e in found)
     for e in found:
         indexed = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_indexed_at))
-        click.echo(f"{_p(e.name):<{width}}  {_p(e.root)}  ({e.model}, indexed {indexed})")
+        shared = "shared" if e.shared else "not shared"
+        click.echo(f"{_p(e.name):<{width}}  {_p(e.root)}  ({e.model}, indexed {indexed}, {shared})")
 
 
 @repos_group.command(name="remove")
@@ -888,6 +896,27 @@ def repos_remove(target: str) -> None:
 
     entry = registry.remove(target)
     click.echo(f"removed {entry.name} ({entry.root}) from the registry; its index stays in {entry.index}")
+
+
+@repos_group.command(name="share")
+@click.argument("target")
+def repos_share(target: str) -> None:
+    """Let --all-repos and MCP's rag_search_global read the repository named TARGET (or at the path TARGET).
+    Whatever asks them then gets its code: an agent working in any other repository included."""
+    from localidx import registry
+
+    entry = registry.share(target, True)
+    click.echo(f"{_p(entry.name)} ({_p(entry.root)}) is shared for cross-repository search")
+
+
+@repos_group.command(name="unshare")
+@click.argument("target")
+def repos_unshare(target: str) -> None:
+    """Stop cross-repository search from reading the repository named TARGET (or at the path TARGET)."""
+    from localidx import registry
+
+    entry = registry.share(target, False)
+    click.echo(f"{_p(entry.name)} ({_p(entry.root)}) is not shared for cross-repository search")
 
 
 @cli.group()

@@ -98,6 +98,9 @@ class _Rule:
     # Whether a repository's own file may set it only once the user trusts the file (localidx.trust): True for every
     # value, or value -> bool for some (None: any file may set it).
     trust: object = None
+    # A limit that protects the machine (memory, time, disk): an untrusted repository file may only tighten it, to
+    # a smaller value ("upper"), or to a smaller non-zero value where 0 means no limit ("upper0").
+    limit: str = ""
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -163,19 +166,19 @@ RULES: dict[str, _Rule] = {
     "tiny_tokens": _Rule(0, 16384),
     "window_lines": _Rule(1, 100_000),
     "summary_min_symbols": _Rule(0, 100_000),
-    "max_file_bytes": _Rule(1, _TIB),
-    "max_line_chars": _Rule(1, 1_000_000_000),
+    "max_file_bytes": _Rule(1, _TIB, limit="upper"),
+    "max_line_chars": _Rule(1, 1_000_000_000, limit="upper"),
     "include_secret_files": _Rule(trust=bool),  # .env files a user keeps in the clone would be read
-    "parse_timeout_s": _Rule(0, 3600),  # 0: no limit
+    "parse_timeout_s": _Rule(0, 3600, limit="upper0"),  # 0: no limit
     "workers": _Rule(0, 1024, trust=_over_the_cores),
     "home": _Rule(trust=bool),  # the index (and the daemon's log) written anywhere
     "embed_model": _Rule(check=bool, allowed="a model name (not empty)", trust=_not_shipped_model),
     "embed_threads": _Rule(0, 1024, trust=_over_the_cores),
-    "write_batch_rows": _Rule(1, 10_000_000),
-    "daemon_idle_s": _Rule(0, 365 * 86400),  # 0: never
-    "daemon_release_s": _Rule(0, 365 * 86400),  # 0: never
-    "daemon_max_connections": _Rule(1, 1_000_000),
-    "daemon_max_running": _Rule(1, 64),
+    "write_batch_rows": _Rule(1, 10_000_000, limit="upper"),
+    "daemon_idle_s": _Rule(0, 365 * 86400, limit="upper0"),  # 0: never
+    "daemon_release_s": _Rule(0, 365 * 86400, limit="upper0"),  # 0: never
+    "daemon_max_connections": _Rule(1, 1_000_000, limit="upper"),
+    "daemon_max_running": _Rule(1, 64, limit="upper"),
     "watch": _Rule(),
     "watch_debounce_s": _Rule(0, 60),
     "daemon": _Rule(check=lambda v: v in DAEMON_CHOICES, allowed='"auto", "running" or "never"'),
@@ -250,8 +253,18 @@ def _flatten(table: dict, prefix: str = "") -> dict:
     return out
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config file larger than this is refused unread (a repository can make one any size)
+
+
+def _refuse_large(path: Path) -> None:
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {size} bytes, over the {MAX_CONFIG_BYTES} a config file may have; not read")
+
+
 def read_toml(path: Path) -> dict:
     try:
+        _refuse_large(path)
         return tomlfile.load(path)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
@@ -305,6 +318,7 @@ def repository_files(root: Path | None, known: dict | None = None) -> list[Confi
     own = root / ".localidx.toml"
     if _inside(root, own):
         try:
+            _refuse_large(own)
             data = own.read_bytes()
         except OSError as exc:
             raise ConfigError(f"cannot read {own}: {exc.strerror}") from None
@@ -323,6 +337,15 @@ def config_files(root: Path | None) -> list[ConfigFile]:
     repository's files (``repository_files``)."""
     own = user_file()
     return ([own] if own is not None else []) + repository_files(root)
+
+
+def loosens(name: str, value, current) -> bool:
+    """Whether ``value`` would loosen the limit ``name`` (``RULES``' ``limit``) from ``current``: a larger value, or
+    0 ("no limit") where that is what 0 means. Settings that are not limits loosen nothing."""
+    kind = RULES[name].limit
+    if kind == "upper0":
+        return value == 0 and current != 0 or current != 0 and value > current
+    return kind == "upper" and value > current
 
 
 def needs_trust(name: str, value) -> bool:
@@ -362,6 +385,7 @@ def untrusted_templates(file: ConfigFile) -> dict[str, object]:
 def _file_values(files: list[ConfigFile], kinds: dict[str, type], root: Path | None,
                  ignored: list[Ignored]) -> dict:
     values: dict = {}
+    defaults = {f.name: f.default for f in fields(Settings)}
     for file in files:
         table = _flatten({k: v for k, v in file.table.items() if k != "profiles"})
         for name, value in table.items():
@@ -377,7 +401,8 @@ def _file_values(files: list[ConfigFile], kinds: dict[str, type], root: Path | N
                     raise
                 ignored.append(Ignored(file.source, name, value))  # not taken either way: no error to block on
                 continue
-            if not file.trusted and needs_trust(name, value):
+            if not file.trusted and (needs_trust(name, value)
+                                     or loosens(name, value, values.get(name, defaults.get(name)))):
                 ignored.append(Ignored(file.source, name, value))
                 continue
             values[name] = value
@@ -452,7 +477,8 @@ def trust_warning(ignored: list[Ignored], root: Path | None) -> str | None:
     parts = "; ".join(f"{', '.join(names)} from {source}" for source, names in by_source.items())
     where = f" in {root}" if root is not None else ""
     return (f"ignoring {parts}: a repository's own settings may reach the network, credentials, files outside the "
-            f"work tree or more processes only once you trust the file; read it, then run `localidx trust`{where}")
+            f"work tree or more processes, or loosen a resource limit, only once you trust the file; read it, then "
+            f"run `localidx trust`{where}")
 
 
 # -- a repository's files, for `localidx trust` ----------------------------------------------------------------

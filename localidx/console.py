@@ -7,6 +7,11 @@ daemon, answered without loading click) print through these functions, so the tw
   stream it is ``click.echo`` itself.
 - ``error_exit`` is how every command ends on an exception: a ``LocalidxError`` as one line and its exit code, a
   closed pipe or ^C as 130, anything else as an internal error (exit 3).
+- ``guard_terminal`` puts ``TerminalStream`` in front of stdout and stderr for the whole command (``localidx.entry``
+  does it first thing): whatever is written there, by these functions, ``click.echo``, ``print`` or a log handler,
+  passes ``localidx.text.terminal_text``, so no control sequence from file content reaches the terminal. Lines
+  localidx colours itself go through ``echo(..., color=True)``, which keeps only colour sequences and carriage
+  returns. JSON output (``echo_json``) carries every character, escaped by JSON.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ import sys
 from pathlib import Path
 
 from localidx.errors import INTERNAL_ERROR_EXIT, NO_MATCH_EXIT, LocalidxError, UsageError
+from localidx.text import json_text, terminal_text, valid_text
 from localidx.text import printable as _p
-from localidx.text import valid_text
 
 
 _trust_warnings: set[str] = set()
@@ -57,6 +62,43 @@ def parse_kinds(value: str | None) -> set[str] | None:
     return kinds
 
 
+class TerminalStream:
+    """A text stream in front of another (stdout, stderr) that writes what it is given through
+    ``terminal_text``; ``write_styled`` keeps colour sequences and carriage returns too. It has no ``buffer``: a
+    writer that looks for the bytes underneath (click does, on a stream it finds misconfigured) writes here, as
+    text."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):  # as a text stream refuses bytes (click tells the two kinds apart so)
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self.stream.write(terminal_text(text))
+        return len(text)
+
+    def write_styled(self, text: str) -> int:
+        self.stream.write(terminal_text(text, styled=True))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        if name == "buffer":
+            raise AttributeError(name)
+        return getattr(self.stream, name)
+
+
+def guard_terminal() -> None:
+    """Put a ``TerminalStream`` in front of ``sys.stdout`` and ``sys.stderr`` (once) for the rest of the process."""
+    if not isinstance(sys.stdout, TerminalStream):
+        sys.stdout = TerminalStream(sys.stdout)
+    if not isinstance(sys.stderr, TerminalStream):
+        sys.stderr = TerminalStream(sys.stderr)
+
+
 def _utf8(stream) -> bool:
     encoding = getattr(stream, "encoding", None)
     return (isinstance(encoding, str) and encoding.lower().replace("-", "").replace("_", "") == "utf8"
@@ -65,9 +107,16 @@ def _utf8(stream) -> bool:
 
 def echo(message: str = "", err: bool = False, color: bool | None = None, nl: bool = True) -> None:
     """``click.echo(message, err=err, color=color, nl=nl)`` for a ``str``, without importing click where the two
-    write the same: a UTF-8 text stream, and no escape sequence that click would strip (none unless ``color``)."""
+    write the same: a UTF-8 text stream, and no escape sequence that click would strip (none unless ``color``).
+    ``message`` passes ``terminal_text`` first; with ``color``, its colour sequences and carriage returns stay (the
+    caller made them, around text that passed ``printable``)."""
     stream = sys.stderr if err else sys.stdout
-    if not _utf8(stream) or ("\x1b" in message and not color):
+    message = terminal_text(message, styled=bool(color))
+    if color and isinstance(stream, TerminalStream):
+        stream.write_styled(message + "\n" if nl else message)
+        stream.flush()
+        return
+    if not _utf8(stream):
         import click
 
         click.echo(message, err=err, color=color, nl=nl)
@@ -77,7 +126,7 @@ def echo(message: str = "", err: bool = False, color: bool | None = None, nl: bo
 
 
 def echo_json(value) -> None:
-    echo(json.dumps(value, indent=2, ensure_ascii=False))
+    echo(json_text(json.dumps(value, indent=2, ensure_ascii=False)))
 
 
 def echo_warnings(warnings: list[str]) -> None:

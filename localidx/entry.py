@@ -14,6 +14,8 @@ Place in the flow: serve, before ``cli.py``. Invariants:
   "never"``, a bad setting, a bad argument) goes to ``cli.main``, which does it all again and says what is wrong as
   it always does; from then on the answer, or the daemon's error, is printed by the functions ``cli.py``'s
   ``search`` uses (``localidx.console``), and an error ends as it ends there.
+- Every command but ``mcp`` writes to the terminal through ``localidx.console.guard_terminal``: no control sequence
+  from file content reaches it, whichever command prints it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import os
 import sys
 from pathlib import Path
 
-from localidx.console import echo, error_exit, parse_kinds, print_search, settings_for, text_args
+from localidx.console import echo, error_exit, guard_terminal, parse_kinds, print_search, settings_for, text_args
 
 # The options of `localidx search` that the fast path takes: option -> (parameter, what it holds: bool for a flag,
 # str, a range of integers or a tuple of choices) and the parameters' defaults, as cli.py's click definition has
@@ -125,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     An interrupted or cut-off search ends as under click: ^C prints an empty line and ``localidx: aborted`` (exit
     130), a closed pipe exits 1 and silences the final flush, any other error ends as ``cli.main`` ends it."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] != ["mcp"]:  # the MCP server's stdout is its protocol (JSON, which escapes for itself)
+        guard_terminal()
     if args[:1] == ["search"] and not os.environ.get(COMPLETE_ENV):
         try:
             done = _search_through_daemon(args[1:])

@@ -524,8 +524,8 @@ def _prepare(item, abs_path: str, rec, model_id: str, settings: Settings, stats:
             if attempt == 2:
                 stats.files_failed += 1
                 return None
-            read = read_file(abs_path)
-            result = unparsed_file(path, read[1] if read else b"", settings, reason)
+            read = read_file(abs_path, settings.max_file_bytes)
+            result = unparsed_file(path, b"" if isinstance(read, str) else read[1], settings, reason)
     stats.errors.extend({"path": path, "reason": r} for r in result.errors)
     record = FileRecord(path, item.blob, item.stat[0], item.stat[1], result.language, [c.id for c in result.chunks], 0)
     if rec is not None:

@@ -7,9 +7,12 @@ Place in the flow: serve. The tools and what they call:
                                                                (``detail: "full"``: each match's text and the
                                                                pipeline's fields, still without the prompt)
     rag_search_simple   context/build, the query alone             the same
-    rag_context         context/build                              the pack to paste: augmentedPrompt, citations, ...
+    rag_context         context/build                              the pack to paste: the instructions (the whole
+                                                               message for a model, within ``maxTokens``), then
+                                                               a line of JSON: noResults, warnings, promptTokens
     index_status        index/status                               the status report
-    rag_search_global   retrieve.context.build_context_all_repos   the response over every registered index (in process)
+    rag_search_global   retrieve.context.build_context_all_repos   as rag_search, over every registered index (in
+                                                               process)
 
 Invariants:
 - The per-repository tools go through the daemon (``localidx.backend``'s "start" policy: started on first use,
@@ -19,14 +22,17 @@ Invariants:
 - Settings an untrusted repository file sets and localidx does not take (``localidx.config.trust_warning``) are
   said in every answer's ``warnings``: the agent's user learns it, and how to trust the file.
 - Tool inputs are pydantic-validated and closed (unknown arguments are refused). They name a profile, never raw
-  tuning values (top-k, token budgets): those live in profiles.
+  tuning values (top-k, weights): those live in profiles. The one number an agent gives is ``maxTokens``, the size
+  of the pack it can afford (``rag_context``), because only the agent knows its context.
 - A failure (no daemon, index not ready, a usage error such as an unknown profile) is a tool error whose text is the
   one-line message; it never ends the server. Nothing but the protocol goes to stdout: logs go to stderr (the SDK's
   stdio transport also points fd 1 at stderr while it serves, so a stray print cannot corrupt the stream).
-- Agents pay for every byte: a search answer says each thing once, as one compact JSON text (no structured copy
-  beside it); the code itself only on request (``detail: "full"``), and the prompt built from it only from
-  ``rag_context``. The first per-repository call starts the work tree's daemon, which outlives the session until it
-  has been idle for ``daemon_idle_s``; the tools' descriptions say so.
+- Agents pay for every byte: every answer says each thing once, as text (no structured copy beside it); a search
+  answer is one compact JSON text, brief by default (``BRIEF_MATCHES`` matches, their location and a few matching
+  lines: about 1,000 cl100k tokens), the code itself only on request (``detail: "full"``); the prompt built from
+  it comes only from ``rag_context``, once, and never over its ``maxTokens`` (its JSON line adds about 25). The
+  first per-repository call starts the work tree's daemon, which outlives the session until it has been idle for
+  ``daemon_idle_s``; the tools' descriptions say so.
 - Text enters as valid Unicode: a frame's lone surrogate escapes (``"\\ud83d"``, a string cut inside an emoji) are
   replaced before the SDK parses it (its parser refuses them and answers nothing, so the client would hang), and
   tool arguments go through ``localidx.text.valid_text``.
@@ -51,6 +57,7 @@ from localidx import __version__
 from localidx.errors import LocalidxError
 from localidx.protocol import MAX_QUERY_CHARS
 from localidx.records import KINDS
+from localidx.retrieve.guard import MAX_CONTEXT_TOKENS, MIN_CONTEXT_TOKENS
 from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
@@ -72,6 +79,9 @@ Language = Annotated[str | None, Field(min_length=1, max_length=64,
 PathGlob = Annotated[str | None, Field(min_length=1, max_length=1024,
                                        description="Only paths matching this glob (gitignore style), e.g. src/**.")]
 Kind = Annotated[Literal[KINDS] | None, Field(description="Only chunks of this kind.")]
+MaxTokens = Annotated[int | None, Field(ge=MIN_CONTEXT_TOKENS, le=MAX_CONTEXT_TOKENS, description=(
+    "The most tokens (cl100k) the pack may take: the instructions, the question, the code, the file list and the "
+    "call relations together; left out: the profile's (3000 in balanced)."))]
 Detail = Annotated[Literal["brief", "full"], Field(description=(
     "brief (default): each match's location, symbol, score and the lines that matched (a few per match); full: "
     "each match's whole text and the pipeline's fields as well."))]
@@ -80,6 +90,10 @@ DAEMON_NOTE = (" The first call starts a localidx daemon for this repository (a 
                "after the client disconnects and stops after an hour without requests (`localidx daemon stop` stops it now).")
 # The fields of a context/build response that repeat the matches' text (the prompt built from them).
 PROMPT_FIELDS = ("augmentedPrompt", "instructions")
+BRIEF_MATCHES = 10  # matches in a brief search answer
+# The budget of the pack a search tool ranks: room for every hit the profile keeps (topK), so a search answer
+# lists the ranked matches rather than what fits a prompt.
+SEARCH_TOKENS = 16000
 
 
 class Repository:
@@ -131,10 +145,13 @@ class Repository:
 
 
 def _context_options(query: str, profile: str | None = None, conversation: list[str] | None = None,
-                     language: str | None = None, path: str | None = None, kind: str | None = None) -> dict:
+                     language: str | None = None, path: str | None = None, kind: str | None = None,
+                     max_tokens: int | None = None) -> dict:
     """The query and options of a context pack from tool arguments (left-out arguments are left out), as valid
     Unicode: a lone surrogate in a JSON string (``"\\ud800"``) would fail the tokenizer and the JSON answer."""
     options: dict[str, Any] = {"query": valid_text(query)}
+    if max_tokens is not None:
+        options["max_tokens"] = max_tokens
     for name, value in (("profile", profile), ("conversation_context", conversation), ("language", language),
                         ("path_glob", path), ("kind", kind)):
         if value is not None:
@@ -142,23 +159,30 @@ def _context_options(query: str, profile: str | None = None, conversation: list[
     return options
 
 
-def context_pack(response: dict) -> dict:
-    """The part of a context/build response a user pastes into a prompt, with ``path:start-end`` citations."""
-    citations = []
+def citations(response: dict) -> list[str]:
+    """Each excerpt's ``[repo:]path:start-end``, once, in the pack's order."""
+    out = []
     for m in response.get("matches", []):
         cite = f"{m['path']}:{m['start_line']}-{m['end_line']}"
         if m.get("repo"):
             cite = f"{m['repo']}:{cite}"  # a match labelled with its repository (as the pipeline cites it)
-        if cite not in citations:
-            citations.append(cite)
-    return {
-        "augmentedPrompt": response.get("augmentedPrompt", ""),
-        "instructions": response.get("instructions", ""),
-        "citations": citations,
-        "warnings": response.get("warnings", []),
-        "noResults": response.get("noResults", not citations),
-        "noResultsReason": response.get("noResultsReason"),
-    }
+        if cite not in out:
+            out.append(cite)
+    return out
+
+
+def context_pack(response: dict) -> list[TextContent]:
+    """A context/build response as ``rag_context`` answers it: the instructions (the whole message for a model: the
+    template, the question and the numbered excerpts under their ``path:start-end`` citations), then one line of
+    JSON saying whether anything matched, the warnings and the pack's size. The prompt is said once."""
+    import json
+
+    stats = response.get("stats") or {}
+    meta = {"noResults": response.get("noResults", not response.get("matches")),
+            "noResultsReason": response.get("noResultsReason"), "warnings": response.get("warnings", []),
+            "promptTokens": stats.get("promptTokens"), "maxTokens": stats.get("budget")}
+    return [TextContent(type="text", text=response.get("instructions", "")),
+            TextContent(type="text", text=json.dumps(meta, ensure_ascii=False, separators=(",", ":")))]
 
 
 def search_answer(response: dict, query: str, detail: str = "brief") -> list[TextContent]:
@@ -174,7 +198,9 @@ def search_answer(response: dict, query: str, detail: str = "brief") -> list[Tex
 
         terms = query_terms(response.get("query") or query)
         matches = []
-        for m in response.get("matches", []):
+        found = response.get("matches", [])
+        # The ranked hits, not the context expansion added around them.
+        for m in ([m for m in found if not m.get("neighborStrategy")] or found)[:BRIEF_MATCHES]:
             brief = {"path": m["path"], "start_line": m["start_line"], "end_line": m["end_line"],
                      "symbol": m.get("symbol") or m.get("title") or "", "kind": m.get("kind", ""),
                      "score": round(float(m.get("score") or 0.0), 3),
@@ -182,11 +208,15 @@ def search_answer(response: dict, query: str, detail: str = "brief") -> list[Tex
                                                                                   terms)]}
             if m.get("repo"):
                 brief = {"repo": m["repo"], **brief}
+            if m.get("index"):
+                brief["index"] = m["index"]  # rag_search_global: "local" or "shared" (the org index)
             matches.append(brief)
         answer = {"rawQuery": response.get("rawQuery", query), "matches": matches,
                   "warnings": response.get("warnings", []), "noResults": response.get("noResults", not matches),
                   "noResultsReason": response.get("noResultsReason"), "profile": response.get("profile"),
                   "detail": "brief: call again with detail \"full\" for each match's whole text"}
+        if len(found) > len(matches):
+            answer["more"] = len(found) - len(matches)
     return [TextContent(type="text", text=json.dumps(answer, ensure_ascii=False, separators=(",", ":")))]
 
 
@@ -200,51 +230,56 @@ def _tools(repo: Repository) -> list[Callable]:
         expansion): the ranked matches as path, start_line-end_line, symbol and the lines that matched; detail
         "full" adds each match's whole text. rag_context builds a prompt to paste."""
         return search_answer(repo.context(**_context_options(rawQuery, profile, conversationContext, language, path,
-                                                             kind)), rawQuery, detail)
+                                                             kind, SEARCH_TOKENS)), rawQuery, detail)
 
     def rag_search_simple(rawQuery: RawQuery, detail: Detail = "brief") -> list[TextContent]:
         """Search this repository with the default profile and no filters: the query alone (answers as
         rag_search)."""
-        return search_answer(repo.context(**_context_options(rawQuery)), rawQuery, detail)
+        return search_answer(repo.context(**_context_options(rawQuery, max_tokens=SEARCH_TOKENS)), rawQuery, detail)
 
     def rag_context(rawQuery: RawQuery, profile: Profile = None, conversationContext: ConversationContext = None,
-                    language: Language = None, path: PathGlob = None, kind: Kind = None) -> dict[str, Any]:
-        """Build a context pack ready to paste: the augmented prompt (the question and numbered context with
-        path:start-end citations), the instructions for the model, the citations and any warnings."""
+                    language: Language = None, path: PathGlob = None, kind: Kind = None,
+                    maxTokens: MaxTokens = None) -> list[TextContent]:
+        """Build a context pack ready to paste, within maxTokens: the instructions for the model (the question and
+        the numbered excerpts, each under its path:start-end citation, best first), then a line of JSON with
+        noResults, warnings and promptTokens."""
         return context_pack(repo.context(**_context_options(rawQuery, profile, conversationContext, language, path,
-                                                            kind)))
+                                                            kind, maxTokens)))
 
-    def index_status() -> dict[str, Any]:
+    def index_status() -> list[TextContent]:
         """The state of this repository's index (READY, STALE, EMPTY, INDEXING), what it holds, and its daemon."""
-        return repo.status()
+        import json
+
+        return [TextContent(type="text", text=json.dumps(repo.status(), ensure_ascii=False, separators=(",", ":")))]
 
     def rag_search_global(rawQuery: RawQuery, profile: Profile = None,
                           conversationContext: ConversationContext = None, language: Language = None,
-                          path: PathGlob = None, kind: Kind = None) -> dict[str, Any]:
-        """Search every repository indexed on this machine (the per-user registry, `localidx repos`) together;
-        each match is labelled with its repository."""
+                          path: PathGlob = None, kind: Kind = None, detail: Detail = "brief") -> list[TextContent]:
+        """Search every repository its owner shared for cross-repository search (`localidx repos share`) together;
+        each match is labelled with its repository (answers as rag_search)."""
         try:
             from localidx.config import load_settings
             from localidx.retrieve.context import build_context_all_repos
 
             # This repository's settings (its default profile, its LLM), as `localidx context --all-repos` does.
-            return build_context_all_repos(**_context_options(rawQuery, profile, conversationContext, language, path,
-                                                              kind), settings=load_settings(repo.root))
+            response = build_context_all_repos(**_context_options(rawQuery, profile, conversationContext, language,
+                                                                  path, kind, SEARCH_TOKENS),
+                                               settings=load_settings(repo.root))
         except LocalidxError as exc:
             raise ToolError(str(exc)) from None
+        return search_answer(response, rawQuery, detail)
 
     return [rag_search, rag_search_simple, rag_context, index_status, rag_search_global]
 
 
-SEARCH_TOOLS = ("rag_search", "rag_search_simple")
 DAEMON_TOOLS = ("rag_search", "rag_search_simple", "rag_context", "index_status")
 
 
 def _closed_tool(fn: Callable) -> Tool:
     """The SDK's tool for ``fn``, with an argument model that refuses unknown arguments (``additionalProperties:
     false`` in the schema): a client passing ``topK`` hears that it is not accepted instead of being ignored."""
-    search = fn.__name__ in SEARCH_TOOLS  # one compact JSON text, not a structured copy beside it
-    tool = Tool.from_function(fn, annotations=READ_ONLY, structured_output=not search,
+    # Text alone, never a structured copy beside it: an agent would pay for the answer twice.
+    tool = Tool.from_function(fn, annotations=READ_ONLY, structured_output=False,
                               description=(fn.__doc__ or "").strip() + (DAEMON_NOTE if fn.__name__ in DAEMON_TOOLS
                                                                         else ""))
     loose = tool.fn_metadata.arg_model

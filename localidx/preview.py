@@ -19,7 +19,7 @@ def chunk_paths(root: Path, paths: list[str], settings, max_tokens: int | None =
     of the settings' (as the CLI's ``--max-tokens``). UsageError for a path outside the work tree or a file that
     cannot be read."""
     from localidx.chunk import chunk_file
-    from localidx.discover.files import read_source
+    from localidx.discover.files import TooLarge, read_source
 
     if max_tokens is not None:
         from localidx.config import load_settings
@@ -31,7 +31,12 @@ def chunk_paths(root: Path, paths: list[str], settings, max_tokens: int | None =
         path = top / rel
         if Path(rel).is_absolute() or not path.resolve().is_relative_to(top):
             raise UsageError(f"{rel} is outside the repository at {root}")
-        result = chunk_file(rel, read_source(path), settings)
+        try:
+            data = read_source(path, settings.max_file_bytes)
+        except TooLarge:
+            files.append({"path": rel, "language": "", "skipped": "too-large", "chunks": []})
+            continue
+        result = chunk_file(rel, data, settings)
         files.append({"path": rel, "language": result.language, "skipped": result.skipped,
                       "chunks": [] if result.skipped else [c.to_dict() for c in result.chunks]})
     return {"files": files}

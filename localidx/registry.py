@@ -7,7 +7,8 @@ The registry is one small JSON file, ``platformdirs.user_data_dir("localidx")/re
 names another file)::
 
     {"version": 1, "repos": [{"name": "app", "root": "/src/app", "index": "/src/app/.git/localidx",
-                              "model": "...", "registered_at": 1718000000.0, "last_indexed_at": 1718000300.0}]}
+                              "model": "...", "registered_at": 1718000000.0, "last_indexed_at": 1718000300.0,
+                              "root_id": "2049:1311:1000", "shared": false}]}
 
 Invariants:
 - One entry per work-tree root (absolute path). ``name`` is the root's directory name, made unique with ``~2``,
@@ -19,6 +20,13 @@ Invariants:
 - A registry that cannot be read (corrupt, not ours) reads as empty with one warning line, never a traceback; the
   next registration rewrites it.
 - Registering an unchanged entry writes nothing: an incremental run that changed nothing only reads the file.
+- Cross-repository search (``open_all``) reads an entry only when the user shared it (``localidx repos share``; off
+  when registered): it hands whoever asks (an agent through MCP, which a prompt in any repository can steer) the
+  code of every repository it reads. And only when it is still the repository that was registered: its index
+  (state dir and work-tree dir) belongs to this user and no one else may write it, and its work tree is the same
+  directory (``root_id``: device, inode and owner, recorded at registration), not one re-created at the same path,
+  by someone else perhaps, after the first was deleted (``Entry.refused``). A re-created work tree is a new
+  repository: the next ``localidx index`` there registers it again, not shared.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import fcntl
 import json
 import logging
 import os
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -51,6 +60,8 @@ class Entry:
     model: str  # the embedding model id it was indexed with
     registered_at: float
     last_indexed_at: float
+    root_id: str = ""  # "device:inode:owner" of the work tree when it was registered ("": an older registry's entry)
+    shared: bool = False  # read by cross-repository search (``localidx repos share``)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -68,6 +79,33 @@ class Entry:
         if not self.index_paths().worktree.is_dir():
             return f"its index under {self.index} is gone"
         return None
+
+    def refused(self) -> str | None:
+        """Why this entry must not be read now, or None: its work tree is not the directory that was registered
+        (re-created at the same path), or its index is another user's, or others may write it."""
+        try:
+            now = root_identity(Path(self.root))
+        except OSError as exc:
+            return f"its work tree {self.root} cannot be read ({exc.strerror or exc})"
+        if self.root_id and now != self.root_id:
+            return (f"its work tree {self.root} is not the directory that was indexed (re-created since, perhaps by "
+                    f"another user); `localidx index` there registers it again")
+        for path in (Path(self.index), self.index_paths().worktree):
+            try:
+                st = os.stat(path)
+            except OSError as exc:
+                return f"its index {path} cannot be read ({exc.strerror or exc})"
+            if st.st_uid != os.geteuid():
+                return f"its index {path} belongs to another user (uid {st.st_uid})"
+            if stat.S_IMODE(st.st_mode) & 0o022:
+                return f"its index {path} may be written by other users (mode {stat.S_IMODE(st.st_mode):o})"
+        return None
+
+
+def root_identity(root: Path) -> str:
+    """"device:inode:owner" of a work tree: another directory made at the same path has another."""
+    st = os.stat(root)
+    return f"{st.st_dev}:{st.st_ino}:{st.st_uid}"
 
 
 def registry_path() -> Path:
@@ -89,7 +127,8 @@ def _parse_entry(item) -> Entry | None:
     try:
         entry = Entry(name=str(item["name"]), root=str(item["root"]), index=str(item["index"]),
                       model=str(item.get("model", "")), registered_at=float(item.get("registered_at", 0.0)),
-                      last_indexed_at=float(item.get("last_indexed_at", 0.0)))
+                      last_indexed_at=float(item.get("last_indexed_at", 0.0)), root_id=str(item.get("root_id", "")),
+                      shared=item.get("shared") is True)
     except (KeyError, TypeError, ValueError):
         return None
     return entry if entry.name and os.path.isabs(entry.root) and entry.index else None
@@ -175,19 +214,23 @@ def register(root: Path, index_paths, model_id: str, changed: bool = True) -> En
     """Record that the work tree at ``root`` has an index at ``index_paths`` (its ``IndexPaths``) for ``model_id``.
 
     ``changed`` says the pass changed the index: ``last_indexed_at`` moves only then. An entry that would not change
-    is not written (no lock taken). Never raises: a registry that cannot be written is logged as a warning and
-    indexing goes on. Returns the entry, or None when it could not be recorded."""
+    is not written (no lock taken). A work tree re-created at a registered path (another ``root_id``) is registered
+    anew: not shared. Never raises: a registry that cannot be written is logged as a warning and indexing goes on.
+    Returns the entry, or None when it could not be recorded."""
     path = registry_path()
     root_s = str(Path(root).resolve())
     index_s = str(Path(index_paths.state))
 
-    def unchanged(entries: list[Entry]) -> Entry | None:
-        for e in entries:
-            if e.root == root_s and e.index == index_s and e.model == model_id and not changed:
-                return e
-        return None
-
     try:
+        root_id = root_identity(Path(root_s))
+
+        def unchanged(entries: list[Entry]) -> Entry | None:
+            for e in entries:
+                if (e.root == root_s and e.index == index_s and e.model == model_id and e.root_id == root_id
+                        and not changed):
+                    return e
+            return None
+
         current, _ = _read(path)
         same = unchanged(current)
         if same is not None:
@@ -204,9 +247,13 @@ def register(root: Path, index_paths, model_id: str, changed: bool = True) -> En
             if mine is None:
                 name = _unique_name(Path(root_s).name or root_s, {e.name for e in entries})
                 mine = Entry(name=name, root=root_s, index=index_s, model=model_id, registered_at=now,
-                             last_indexed_at=now)
+                             last_indexed_at=now, root_id=root_id)
                 entries.append(mine)
             else:
+                if mine.root_id != root_id:  # another directory at the path: a new repository, not shared
+                    if mine.root_id:
+                        mine.registered_at, mine.shared = now, False
+                    mine.root_id = root_id
                 mine.index, mine.model = index_s, model_id
                 if changed:
                     mine.last_indexed_at = now
@@ -256,33 +303,65 @@ def remove(target: str) -> Entry:
     path = registry_path()
     with _locked(path):
         found, _ = _read(path)
-        match = next((e for e in found if e.name == target), None)
-        if match is None:
-            resolved = str(Path(target).expanduser().resolve())
-            match = next((e for e in found if e.root == resolved), None)
-        if match is None:
-            known = ", ".join(e.name for e in found) or "none"
-            raise UsageError(f"no registered repository named or at {target!r} (registered: {known})")
+        match = _match(found, target)
         _write(path, [e for e in found if e.root != match.root])
     return match
 
 
-def open_all(settings_loader: Callable | None = None, embedder=None) -> tuple[list[tuple[str, object]], list[str]]:
-    """Open every registered index read-only: ``([(name, Index), ...], warnings)``.
+def _match(found: list[Entry], target: str) -> Entry:
+    match = next((e for e in found if e.name == target), None)
+    if match is None:
+        resolved = str(Path(target).expanduser().resolve())
+        match = next((e for e in found if e.root == resolved), None)
+    if match is None:
+        known = ", ".join(e.name for e in found) or "none"
+        raise UsageError(f"no registered repository named or at {target!r} (registered: {known})")
+    return match
 
-    Each repository's settings come from ``settings_loader(root)`` (default ``load_settings``). Repositories indexed
-    with the same model share one embedder (``embedder``, when given, serves those whose model id is its own). An
-    index that cannot be opened is skipped with a warning. The caller closes the indexes (``Index.close``)."""
+
+def share(target: str, shared: bool = True) -> Entry:
+    """Let cross-repository search read the entry named ``target`` (or at the path ``target``), or (``shared``
+    False) stop it; returns the entry. UsageError when none matches."""
+    path = registry_path()
+    with _locked(path):
+        found, _ = _read(path)
+        match = _match(found, target)
+        if match.shared != shared:
+            match.shared = shared
+            _write(path, found)
+    return match
+
+
+def open_all(settings_loader: Callable | None = None, embedder=None) -> tuple[list[tuple[str, object]], list[str]]:
+    """Open every registered index that cross-repository search may read, read-only: ``([(name, Index), ...],
+    warnings)``.
+
+    Only shared entries (``share``) are opened, and only those ``Entry.refused`` finds nothing against (checked
+    before anything under the work tree or the index is read); the others are named in a warning. Each repository's
+    settings come from ``settings_loader(root)`` (default ``load_settings``). Repositories indexed with the same
+    model share one embedder (``embedder``, when given, serves those whose model id is its own). An index that
+    cannot be opened is skipped with a warning. The caller closes the indexes (``Index.close``)."""
     from localidx.store.index import open_index_at
 
     if settings_loader is None:
         from localidx.config import load_settings as settings_loader
     found, warnings = load(prune=True)
+    private = [e for e in found if not e.shared]
+    if private:
+        warnings.append(f"{len(private)} registered repositor{'y is' if len(private) == 1 else 'ies are'} not shared "
+                        f"for cross-repository search (`localidx repos` lists them; `localidx repos share NAME` "
+                        f"shares one)")
     embedders: dict[str, object] = {}
     if embedder is not None:
         embedders[embedder.model_id] = embedder
     opened: list[tuple[str, object]] = []
     for entry in found:
+        if not entry.shared:
+            continue
+        why = entry.refused()
+        if why is not None:
+            warnings.append(f"skipped {entry.name}: {why}")
+            continue
         try:
             settings = settings_loader(Path(entry.root))
             shared = embedders.get(entry.model) or embedders.get(f"name:{settings.embed_model}")

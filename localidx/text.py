@@ -1,5 +1,5 @@
-"""Text from outside, made safe where it crosses an edge: to encode (``valid_text``) and to print on one line
-(``printable``).
+"""Text from outside, made safe where it crosses an edge: to encode (``valid_text``), to print on one line
+(``printable``) and to reach a terminal at all (``terminal_text``).
 
 Command-line arguments, socket frames and MCP calls can carry text that is not valid Unicode: bytes that were not
 UTF-8 (Python hands them over as lone surrogates, ``\udcff``, by ``surrogateescape``) and lone surrogates from JSON
@@ -8,7 +8,14 @@ UTF-8 (Python hands them over as lone surrogates, ``\udcff``, by ``surrogateesca
 
 File names, symbols and messages can hold any character a file system or a user allows. Plain (non-JSON) output is
 read line by line — ``path:line`` by editors and terminals, ``grep`` and ``cut`` by scripts — so every plain printer
-passes what it did not write itself through ``printable``. JSON output needs none of this: JSON escapes for itself.
+passes what it did not write itself through ``printable``. JSON output needs none of this: JSON escapes for itself
+(``json_text`` adds what JSON leaves raw: DEL and C1).
+
+A terminal acts on what it is sent: ESC ] 52 writes the clipboard, ESC ] 0 sets the window title, ESC ] 8 makes a
+link, CSI sequences move the cursor or hide text, C1 bytes (U+0080-U+009F) are the same controls in one character.
+File content (a context pack, an LLM's answer that quotes it, a log line) holds whatever its author put there, so
+everything a command writes to a terminal passes ``terminal_text`` (``localidx.console.TerminalStream`` applies it to
+the CLI's stdout and stderr): the controls are shown as escapes, ``\x1b`` and ``\x9b``, never acted on.
 
 Pure functions, nothing imported beyond the standard library: the CLI and the git hooks load this module.
 """
@@ -52,3 +59,34 @@ def printable(text) -> str:
     (``\\n``, ``\\t``, ``\\x1b``), bytes that were not UTF-8 as ``\\xff``. Text without them comes back unchanged."""
     text = str(text)
     return _UNPRINTABLE.sub(_escape, text) if _UNPRINTABLE.search(text) else text
+
+
+# What a terminal acts on in multi-line text: C0 controls but newline and tab, a carriage return not ending a line
+# (it would let the rest of the line overwrite what came before), DEL, C1, and lone surrogates (they cannot be encoded).
+_CONTROL = "\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]"
+_TERMINAL = re.compile(_CONTROL)
+_STYLED = re.compile(f"(\x1b\\[[0-9;]*m|\r)|{_CONTROL}")  # SGR (colour) sequences and carriage returns kept
+
+
+def _escape_control(match: re.Match) -> str:
+    return match.group(1) or _escape(match) if match.re is _STYLED else _escape(match)
+
+
+def terminal_text(text, styled: bool = False) -> str:
+    """``text`` as it may reach a terminal: lines and tabs kept, every other control character (C0, DEL, C1: the
+    start of any CSI, OSC or DCS sequence) as a visible escape, ``\\x1b``. ``styled`` keeps colour (SGR) sequences and
+    carriage returns, for lines localidx composed itself around text that has passed ``printable``. Idempotent; text
+    without controls comes back unchanged."""
+    text = str(text)
+    pattern = _STYLED if styled else _TERMINAL
+    return pattern.sub(_escape_control, text) if pattern.search(text) else text
+
+
+_JSON_RAW = re.compile("[\x7f-\x9f\ud800-\udfff]")  # what json.dumps(ensure_ascii=False) leaves unescaped
+
+
+def json_text(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) with DEL, C1 and lone surrogates written as ``\\u`` escapes:
+    the same JSON value, and nothing in it a terminal acts on (JSON's syntax is ASCII, so these occur only in
+    strings)."""
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _JSON_RAW.search(text) else text

@@ -65,6 +65,14 @@ def count(text: str) -> int:
     return _count_segments(_SEGMENT.findall(text))
 
 
+def count_once(text: str) -> int:
+    """``count`` without remembering the whole text (its segments are still remembered): for texts seen once and
+    large, such as a whole context pack measured while it is filled, which would crowd ``count``'s memo."""
+    if not text:
+        return 0
+    return _count_segments(_SEGMENT.findall(text))
+
+
 def count_many(texts: list[str]) -> list[int]:
     """Exact counts for many texts. A plain loop: tiktoken's batch call starts a thread pool and a future per text,
     which cost more than the encoding here, and chunking already runs one process per core."""

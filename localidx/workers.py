@@ -79,15 +79,19 @@ def worker_count(settings: Settings, work_bytes: int | None = None) -> int:
         return os.cpu_count() or 1
 
 
-def read_file(abs_path: str) -> tuple[os.stat_result, bytes] | None:
-    from localidx.discover import read_source
+def read_file(abs_path: str, max_bytes: int | None = None) -> tuple[os.stat_result, bytes] | str:
+    """(stat, bytes) of a file, or why it was not read: "too-large" (over ``max_bytes``, checked before reading) or
+    "unreadable"."""
+    from localidx.discover.files import TooLarge, read_source
     from localidx.errors import LocalidxError
 
     try:
         st = os.stat(abs_path)
-        data = read_source(Path(abs_path))
+        data = read_source(Path(abs_path), max_bytes)
+    except TooLarge:
+        return "too-large"
     except (OSError, LocalidxError):
-        return None
+        return "unreadable"
     return st, data
 
 
@@ -98,9 +102,9 @@ def chunk_changed_file(job: tuple[str, str, str, Settings]) -> ChunkedFile:
     from localidx.chunk import chunk_file
 
     path, abs_path, known_hash, settings = job
-    read = read_file(abs_path)
-    if read is None:
-        return ChunkedFile(path=path, stat=None, blob="", skipped="unreadable")
+    read = read_file(abs_path, settings.max_file_bytes)
+    if isinstance(read, str):
+        return ChunkedFile(path=path, stat=None, blob="", skipped=read)
     st, data = read
     blob = str(pygit2.hash(data))
     stat = (st.st_mtime_ns, st.st_size)
@@ -118,9 +122,9 @@ def crashed_chunking(job: tuple[str, str, str, Settings], reason: str) -> Chunke
     from localidx.chunk import unparsed_file
 
     path, abs_path, _known, settings = job
-    read = read_file(abs_path)
-    if read is None:
-        return ChunkedFile(path=path, stat=None, blob="", skipped="unreadable")
+    read = read_file(abs_path, settings.max_file_bytes)
+    if isinstance(read, str):
+        return ChunkedFile(path=path, stat=None, blob="", skipped=read)
     st, data = read
     result = unparsed_file(path, data, settings, reason)
     return ChunkedFile(path=path, stat=(st.st_mtime_ns, st.st_size), blob=str(pygit2.hash(data)), chunks=result,
@@ -132,9 +136,9 @@ def count_file(job: tuple[str, str, Settings, frozenset | None]) -> FileCounts:
     from localidx.chunk import chunk_file
 
     path, abs_path, settings, kinds = job
-    read = read_file(abs_path)
-    if read is None:
-        return FileCounts(path=path, skipped="unreadable")
+    read = read_file(abs_path, settings.max_file_bytes)
+    if isinstance(read, str):
+        return FileCounts(path=path, skipped=read)
     return _counts(path, chunk_file(path, read[1], settings), kinds)
 
 
@@ -142,9 +146,9 @@ def crashed_count(job: tuple[str, str, Settings, frozenset | None], reason: str)
     from localidx.chunk import unparsed_file
 
     path, abs_path, settings, kinds = job
-    read = read_file(abs_path)
-    if read is None:
-        return FileCounts(path=path, skipped="unreadable")
+    read = read_file(abs_path, settings.max_file_bytes)
+    if isinstance(read, str):
+        return FileCounts(path=path, skipped=read)
     return _counts(path, unparsed_file(path, read[1], settings, reason), kinds)
 
 

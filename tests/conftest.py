@@ -22,6 +22,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # No test starts a daemon it did not ask for: the CLI uses a daemon a test started, and starts none by itself (tests
 # of the automatic start set LOCALIDX_DAEMON=auto for their own commands).
 os.environ["LOCALIDX_DAEMON"] = "running"
+# Searches read LanceDB, never the in-memory copy a process loads in the background after its first queries: a test
+# comparing two searches would otherwise compare LanceDB's float sums with numpy's. tests/test_hot.py turns it on.
+os.environ["LOCALIDX_HOT"] = "0"
 
 # Every process the test run starts inherits this marker; at the end, any process still carrying it is a survivor.
 RUN_MARKER_ENV = "LOCALIDX_TEST_RUN"

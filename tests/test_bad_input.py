@@ -213,6 +213,7 @@ def test_an_mcp_call_with_a_lone_surrogate_is_answered(make_repo, tmp_path, run_
     root = make_repo({"auth.py": "def verify_token(token, secret):\n    return token.signature == secret\n"})
     env = {**fake_env(tmp_path), "LOCALIDX_WATCH": "0", "LOCALIDX_DAEMON_IDLE_S": "120", "LOCALIDX_SOCK": None}
     assert run(root, "index", "-q", env=env).returncode == 0
+    assert run(root, "repos", "share", ".", env=env).returncode == 0  # rag_search_global reads shared ones only
     full = {k: v for k, v in {**os.environ, **env, "XDG_RUNTIME_DIR": str(run_dir)}.items() if v is not None}
     server = subprocess.Popen([sys.executable, "-m", "localidx", "mcp"], cwd=root, env=full, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

@@ -286,6 +286,7 @@ def test_a_laptop_reads_the_shared_index_and_prefers_its_own_work_tree(org, tmp_
                        encoding="utf-8")
     run_index(laptop, True, load_settings(laptop, {"embed_model": "fake", "home": str(tmp_path / "laptop-index")}))
     env = {**os.environ, "LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_SHARED_INDEX": str(org["uri"])}
+    assert localidx("repos", "share", ".", cwd=laptop, env=env).returncode == 0  # --all-repos reads shared ones only
 
     proc = localidx("search", "--all-repos", "--json", "-k", "20", "invoice total refunds", cwd=laptop, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -326,7 +327,7 @@ def test_a_laptop_reads_the_shared_index_and_prefers_its_own_work_tree(org, tmp_
         async with mcp.Client(create_server(laptop, True)) as client:
             result = await client.call_tool("rag_search_global", {"rawQuery": "shipping quote for a parcel zone"})
             assert not result.is_error
-            return result.structured_content
+            return json.loads(result.content[0].text)
 
     found = asyncio.run(ask())
     assert found["matches"][0]["repo"] == "gamma@shared" and found["matches"][0]["index"] == "shared"

@@ -19,7 +19,7 @@ from localidx.errors import UsageError
 from localidx.indexer import run_index
 from localidx.store.index import open_index
 from localidx.retrieve.context import RESPONSE_KEYS, build_for_repository
-from localidx.retrieve.merge import auto_merge, fit_budget
+from localidx.retrieve.merge import auto_merge, fit_pack
 
 TOKENS = '''"""Token helpers: signing and verification of session tokens."""
 import hashlib
@@ -241,14 +241,19 @@ def test_repository_profiles_override_and_add(own_repo):
 
 def test_guard_clamps_request_limits_with_warnings_and_a_structured_log_line(repo, caplog):
     with caplog.at_level(logging.INFO, logger="localidx.retrieve.guard"):
-        r = pack(repo, "verify token", top_k=500, max_tokens=10)
+        r = pack(repo, "verify token", top_k=500, max_tokens=256)
     assert "guard: topK 500 clamped to 40 (profile balanced)" in r["warnings"]
-    assert "guard: maxContextTokens 10 clamped to 256 (profile balanced)" in r["warnings"]
     logged = [json.loads(rec.getMessage()) for rec in caplog.records if rec.getMessage().startswith("{")]
     assert {"event": "guard.clamp", "profile": "balanced", "field": "topK", "requested": 500, "applied": 40} in logged
-    assert r["stats"]["tokens"] <= 256
+    assert r["stats"]["promptTokens"] <= 256 and r["stats"]["budget"] == 256
+    # A budget is honoured up to 128k tokens; past that it is lowered, and under the smallest pack it is refused
+    # (raising it would hand back more than was asked for).
     r = pack(repo, "verify token", max_tokens=99999)
-    assert "guard: maxContextTokens 99999 clamped to 4000 (profile balanced)" in r["warnings"]
+    assert not any("maxContextTokens" in w for w in r["warnings"]) and r["stats"]["budget"] == 99999
+    r = pack(repo, "verify token", max_tokens=500000)
+    assert "guard: maxContextTokens 500000 clamped to 128000 (profile balanced)" in r["warnings"]
+    with pytest.raises(UsageError, match="a token budget of 10 is too small"):
+        pack(repo, "verify token", max_tokens=10)
 
 
 def test_guard_clamps_profile_values_and_the_sanitizer_fixes_their_types(own_repo):
@@ -287,7 +292,11 @@ def test_every_key_of_the_package_profiles_reaches_the_pipeline_and_back():
 
 def test_a_long_question_is_said_to_be_cut_and_not_to_have_had_control_characters(repo):
     r = pack(repo, "verify token " + "a" * 40_000)
-    assert r["warnings"] == ["sanitize: the question cut to 32768 characters (it had 40013)"]
+    assert r["warnings"][0] == "sanitize: the question cut to 32768 characters (it had 40013)"
+    # In the prompt, the question takes at most half of the budget: the rest is for the code.
+    assert r["warnings"][1].startswith("the question was cut to its first ")
+    assert "(the rest of the question was cut to fit the token budget)" in r["instructions"]
+    assert r["stats"]["promptTokens"] <= 3000 and r["matches"]
     with_control = pack(repo, "verify\x00 token " + "a" * 40_000)
     assert "sanitize: control characters removed from the question" in with_control["warnings"]
 
@@ -333,17 +342,16 @@ def test_a_pasted_report_is_read_line_by_line_as_search_reads_it(repo):
 
 def test_the_pack_names_the_ranked_files_its_excerpts_leave_out_within_the_budget(repo):
     """A small pack holds few files: the files the search ranked but no excerpt comes from are named, a line each,
-    under the excerpts, and their tokens count in maxContextTokens."""
+    under the excerpts, and their tokens count in the budget, as everything the model receives does."""
     from localidx.tokens import count
 
-    r = pack(repo, "verify token signature secret session billing charge", max_tokens=300)
+    r = pack(repo, "verify token signature secret session billing charge", max_tokens=400, top_k=1)
     excerpted = {m["path"] for m in r["matches"]}
     others = [f["path"] for f in r["files"] if f["path"] not in excerpted]
     assert others, "the budget should leave some ranked file out of the excerpts"
     listed = r["augmentedPrompt"].split("Other files that match, best first (not excerpted):\n", 1)[1].splitlines()
-    assert [line.split(" ")[1].rsplit(":", 1)[0] for line in listed] == others
-    assert r["stats"]["fileListTokens"] > 0 and r["stats"]["tokens"] <= 300
-    assert count(r["augmentedPrompt"]) < 300 + count(r["rawQuery"]) + 40 * (len(r["matches"]) + 2)
+    assert [line.split(" ")[1].rsplit(":", 1)[0] for line in listed] == others[:len(listed)] and listed
+    assert count(r["instructions"]) == r["stats"]["promptTokens"] <= 400
 
 
 # -- query transforms and multi-query -----------------------------------------------------------------------------
@@ -576,14 +584,42 @@ def test_auto_merge_edge_cases():
     assert len(merged) == 1 and merged[0]["text"].count("line 6\n") == 1
 
 
-def test_budget_keeps_order_skips_what_does_not_fit_and_always_keeps_one():
-    small, large = _m("s", 1, 2), _m("l", 10, 400)
-    kept, stats = fit_budget([large, small], max_tokens=256)
-    assert [m["id"] for m in kept] == ["s"] and stats["dropped"] == 1
-    kept, stats = fit_budget([large], max_tokens=256)
-    assert len(kept) == 1 and kept[0]["truncated"] is True and stats["truncated"] is True
-    assert kept[0]["end_line"] < 400 and stats["tokens"] <= 256
-    assert fit_budget([], 256) == ([], {"tokens": 0, "dropped": 0, "truncated": False})
+def _measure(matches, shown):
+    """A pack's size as the renderer counts it, simplified: 10 tokens of frame, 5 per excerpt, its text's and
+    relations' cl100k tokens, 2 per file line."""
+    from localidx.tokens import count
+
+    return 10 + sum(5 + count(m["text"]) + count(m.get("uses") or "") for m in matches) + 2 * shown
+
+
+def test_the_budget_takes_hits_in_rank_order_then_files_then_relations_then_neighbours():
+    hits = [_m("h1", 1, 20), _m("h2", 30, 59), _m("h3", 70, 74)]  # 84, 124 and 24 tokens with their frames
+    hits[0]["uses"] = "- a\n- b"  # 5 tokens
+    hits[0]["span_hash"] = "s1"
+    neighbour = dict(_m("n1", 21, 28), neighborOfSpanHash="s1", neighborStrategy="LINEAR")  # 36
+    # 10 + 84 + 124 + 24 = 242: all hits; then 3 file lines (6), h1's uses (5); the neighbour (36) not.
+    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 255)
+    assert [m["id"] for m in kept] == ["h1", "h2", "h3"] and shown == 3 and kept[0]["uses"] == "- a\n- b"
+    assert stats == {"promptTokens": 253, "dropped": 1, "truncated": False}
+    # Room for more: the neighbour comes right after its hit.
+    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 400)
+    assert [m["id"] for m in kept] == ["h1", "n1", "h2", "h3"] and stats["promptTokens"] == 289
+    # A hit that does not fit is skipped; a smaller later one still comes in, before any file line.
+    kept, shown, stats = fit_pack(hits, [neighbour], 3, _measure, 130)
+    assert [m["id"] for m in kept] == ["h1", "h3"] and shown == 3 and stats["promptTokens"] == 129
+
+
+def test_the_budget_cuts_the_best_hit_to_whole_lines_or_refuses():
+    from localidx.tokens import count
+
+    kept, _shown, stats = fit_pack([_m("l", 10, 400)], [], 0, _measure, 100)
+    cut = kept[0]
+    assert len(kept) == 1 and cut["truncated"] is True and stats["truncated"] is True and cut["cut_from"] == 400
+    assert cut["text"].splitlines()[-1] == f"line {cut['end_line']}" and 10 < cut["end_line"] < 400
+    assert stats["promptTokens"] <= 100 < 15 + count(cut["text"] + f"\nline {cut['end_line'] + 1}")
+    with pytest.raises(UsageError, match="cannot hold the instructions, the question and one line"):
+        fit_pack([_m("l", 10, 400)], [], 0, _measure, 15)
+    assert fit_pack([], [], 0, _measure, 256) == ([], 0, {"promptTokens": 10, "dropped": 0, "truncated": False})
 
 
 def test_a_single_chunk_over_the_budget_is_cut_and_said(own_repo):
@@ -592,8 +628,11 @@ def test_a_single_chunk_over_the_budget_is_cut_and_said(own_repo):
     root, settings = own_repo({"big.py": source})
     r = configured_pack(root, settings, None, "enormous_accumulator", max_tokens=256)
     assert len(r["matches"]) >= 1 and r["matches"][0]["truncated"] is True
-    assert any("over maxContextTokens" in w for w in r["warnings"])
-    assert r["stats"]["tokens"] <= 256
+    assert any("over the token budget of 256" in w for w in r["warnings"])
+    assert r["stats"]["promptTokens"] <= 256
+    end = r["matches"][0]["end_line"]
+    assert (f"(excerpt cut after line {end} to fit the token budget; it runs to line {r['matches'][0]['cut_from']})"
+            in r["augmentedPrompt"]) and r["matches"][0]["cut_from"] > end
 
 
 def test_auto_merge_in_the_pipeline_reports_windows(own_repo):
@@ -739,9 +778,88 @@ def test_all_repos_searches_every_registered_repository_and_labels_matches(make_
                        name="ledger")
     for root in (first, second):
         assert _cli(root, "index", "-q").returncode == 0
+        assert _cli(root, "repos", "share", ".").returncode == 0  # --all-repos reads shared repositories only
     data = json.loads(_cli(first, "search", "post ledger entry journal", "--all-repos", "--json").stdout)
     assert data["matches"][0]["repo"] == "ledger" and data["matches"][0]["path"] == "ledger/post.py"
     assert {m["repo"] for m in data["matches"]} <= {"auth-service", "ledger"}
     pack_ = json.loads(_cli(second, "context", "verify token signature", "--all-repos", "--json").stdout)
     assert pack_["matches"][0]["repo"] == "auth-service"
     assert "auth-service:src/auth/tokens.py:" in pack_["augmentedPrompt"]
+
+
+# -- the budget as a user counts it -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def code_repo(tmp_path_factory):
+    """localidx's own retrieval modules as a repository, indexed with the shipped static model (whose similarity
+    floor tells nonsense from a question), through the real CLI without a daemon."""
+    import shutil
+
+    base = tmp_path_factory.mktemp("budget")
+    root = base / "code"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "localidx" / "retrieve", root / "retrieve",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    env = {"LOCALIDX_EMBED_MODEL": "static-minilm", "LOCALIDX_HOME": str(base / "home"), "LOCALIDX_WATCH": "0",
+           "LOCALIDX_REGISTRY": str(base / "registry.json"), "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
+    proc = _cli(root, "index", "-q", "--no-daemon", env=env)
+    assert proc.returncode == 0, proc.stderr
+    return root, env
+
+
+@pytest.mark.parametrize("budget", [500, 1000, 3000, 16000])
+def test_the_printed_pack_is_within_max_tokens_counted_as_a_model_counts(code_repo, budget):
+    # Before: 800 printed 1,475 tokens, 2,000 printed 3,561 (the stats said 1,946: the excerpts alone), 8,000 was
+    # lowered to 4,000, and every budget under 1,600 warned that auto-merge was skipped.
+    from localidx.tokens import count
+
+    root, env = code_repo
+    question = "how is the context pack cut to the token budget"
+    proc = _cli(root, "context", question, "--max-tokens", str(budget), "--no-daemon", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert count(proc.stdout) <= budget and proc.stderr == ""
+    data = json.loads(_cli(root, "context", question, "--max-tokens", str(budget), "--no-daemon", "--json",
+                           env=env).stdout)
+    assert count(data["instructions"]) == data["stats"]["promptTokens"] <= budget
+    assert data["stats"]["budget"] == budget and data["matches"][0]["path"].startswith("retrieve/")
+    assert count(data["augmentedPrompt"] + "\n") <= budget
+    if budget == 3000:
+        assert count(proc.stdout) > budget * 0.8  # filled: the best hits, then their context
+
+
+def test_nonsense_gives_no_pack_and_exit_1_as_search_does(code_repo):
+    # Before: `context nonsensequxzz` printed 12 matches and exited 0 where `search` said "no matches".
+    root, env = code_repo
+    search = _cli(root, "search", "nonsensequxzz", "--no-daemon", env=env)
+    assert search.returncode == 1 and "no matches" in search.stderr
+    proc = _cli(root, "context", "nonsensequxzz", "--no-daemon", env=env)
+    assert proc.returncode == 1 and "no matches for this question" in proc.stderr
+    proc = _cli(root, "context", "nonsensequxzz", "--no-daemon", "--json", env=env)
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and data["noResults"] is True and data["matches"] == []
+    assert data["noResultsReason"] == "CONTEXT_NOT_FOUND"
+
+
+def test_a_budget_too_small_for_any_pack_is_one_line_and_exit_2(code_repo):
+    root, env = code_repo
+    proc = _cli(root, "context", "token budget", "--max-tokens", "50", "--no-daemon", env=env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "localidx: error: a token budget of 50 is too small: a context pack needs at least 200 tokens (the "
+        "instructions, the question and some code)"]
+
+
+def test_a_split_function_never_joins_a_window_of_other_code():
+    # Before: `class ClientSession` came in a window that started 234 lines into the function above it, whose last
+    # part touched the class's first line.
+    tail = dict(_m("run_part3", 100, 340), title="function run (part 3/3)", symbol="run")
+    cls = dict(_m("ClientSession", 341, 360, kind="class"), title="class ClientSession", symbol="ClientSession")
+    assert [m["id"] for m in auto_merge([cls, tail], 4000)[0]] == ["ClientSession", "run_part3"]
+    parts = [dict(_m("p2", 50, 99), title="function run (part 2/3)", symbol="run"), tail]
+    merged = auto_merge(parts, 4000)[0]
+    assert len(merged) == 1 and merged[0]["merged_chunk_ids"] == ["p2", "run_part3"]  # one function's parts join
+    whole = [dict(_m("f", 1, 10)), dict(_m("g", 12, 20))]
+    assert len(auto_merge(whole, 4000)[0]) == 1  # whole functions a blank line apart still do

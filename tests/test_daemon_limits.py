@@ -181,5 +181,5 @@ async def test_mcp_answers_in_its_own_process_when_the_daemon_cannot_start(tmp_p
     answer = json.loads("".join(getattr(b, "text", "") for b in result.content))
     assert answer["matches"] and answer["matches"][0]["path"] == "auth.py"
     assert any("answered without the daemon" in w and "writable by others" in w for w in answer["warnings"])
-    assert status.structured_content["state"] == "READY"
+    assert json.loads(status.content[0].text)["state"] == "READY"
     assert not list(shared.iterdir())  # no socket was made in the refused dir

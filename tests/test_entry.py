@@ -97,8 +97,11 @@ def test_anything_else_is_left_to_click(args):
 
 def test_echo_writes_what_click_echo_writes(capsys):
     for text, err, color in [("a line é", False, None), ("to stderr", True, None), ("\x1b[35mred\x1b[0m", False, True),
-                             ("\x1b[35mstripped\x1b[0m", False, None), ("", False, None)]:
+                             ("", False, None)]:
         console.echo(text, err=err, color=color)
         mine = capsys.readouterr()
         click.echo(text, err=err, color=color)
         assert capsys.readouterr() == mine
+    # Escapes it did not colour itself are shown, not stripped (click strips colours only, and only off a terminal).
+    console.echo("\x1b[35mshown\x1b[0m \x1b]0;title\x07")
+    assert capsys.readouterr().out == "\\x1b[35mshown\\x1b[0m \\x1b]0;title\\x07\n"

@@ -81,8 +81,9 @@ def test_all_repos_scores_are_comparable_so_a_tiny_repository_cannot_outrank_the
     env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": None}
     env = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
     for root in (tiny, service):
-        assert subprocess.run([sys.executable, "-m", "localidx", "index", "-q"], cwd=root, env=env,
-                              capture_output=True, timeout=300).returncode == 0
+        for args in (("index", "-q"), ("repos", "share", ".")):  # --all-repos reads shared repositories only
+            assert subprocess.run([sys.executable, "-m", "localidx", *args], cwd=root, env=env,
+                                  capture_output=True, timeout=300).returncode == 0
     question = "verify the session token signature"
     for command in ("search", "context"):
         proc = subprocess.run([sys.executable, "-m", "localidx", command, "--all-repos", question, "--json"],

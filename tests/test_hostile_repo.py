@@ -165,6 +165,7 @@ def test_an_untrusted_repository_reaches_nothing_through_index_hooks_and_queries
     passes = (world.root / ".git" / "localidx").rglob("hooks.log")
     assert "reason=post-commit" in "".join(p.read_text() for p in passes)  # the hooks did run
 
+    assert world.lx("repos", "share", ".").returncode == 0  # so that --all-repos reads it
     everywhere = world.lx("search", "verify token", "--all-repos", "--json")
     # A shared index that is honoured but cannot be read is a warning naming it: there is none.
     said = everywhere.stderr + json.dumps(json.loads(everywhere.stdout).get("warnings", []))
@@ -202,10 +203,10 @@ async def test_an_mcp_session_in_an_untrusted_repository_reaches_nothing(world):
     params = StdioServerParameters(command=sys.executable, args=["-m", "localidx", "mcp"], cwd=str(world.root),
                                    env=world.env)
     async with mcp.Client(params, read_timeout_seconds=180) as client:
-        status = (await client.call_tool("index_status", {})).structured_content
-        pack = (await client.call_tool("rag_context", {
+        status = json.loads((await client.call_tool("index_status", {})).content[0].text)
+        answer = await client.call_tool("rag_context", {
             "rawQuery": "¿dónde se verifica el token?", "conversationContext": ["we talked about sessions"]})
-        ).structured_content
+        pack = {"instructions": answer.content[0].text, **json.loads(answer.content[1].text)}
         found = await client.call_tool("rag_search", {"rawQuery": "verify token", "profile": "aggressive",
                                                       "detail": "full"})
     text = json.dumps(status) + json.dumps(pack) + "".join(getattr(b, "text", "") for b in found.content)

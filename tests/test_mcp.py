@@ -80,6 +80,8 @@ def world(tmp_path_factory):
     for root in (alpha, beta):
         proc = _run(env, root, "index", "--quiet")
         assert proc.returncode == 0, proc.stderr
+        proc = _run(env, root, "repos", "share", ".")  # rag_search_global reads shared repositories only
+        assert proc.returncode == 0, proc.stderr
     try:
         yield World(alpha, beta, broken, env)
     finally:
@@ -113,9 +115,19 @@ def text_of(result) -> str:
 async def ok(client: mcp.Client, tool: str, arguments: dict) -> dict:
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, text_of(result)
-    if result.structured_content is None:  # the search tools: one compact JSON text
-        return json.loads(text_of(result))
-    return result.structured_content
+    assert result.structured_content is None and len(result.content) == 1  # one compact JSON text, said once
+    return json.loads(text_of(result))
+
+
+async def context_of(client: mcp.Client, arguments: dict) -> tuple[str, dict, int]:
+    """rag_context's (instructions, the JSON line after them, the cl100k tokens of the whole answer)."""
+    from localidx.tokens import count
+
+    result = await client.call_tool("rag_context", arguments)
+    assert not result.is_error, text_of(result)
+    assert result.structured_content is None and len(result.content) == 2
+    instructions, meta = (block.text for block in result.content)
+    return instructions, json.loads(meta), count(instructions) + count(meta)
 
 
 async def fails(client: mcp.Client, tool: str, arguments: dict) -> str:
@@ -132,13 +144,12 @@ async def test_tools_are_listed_with_closed_inputs_that_take_profiles_not_tuning
         for tool in tools.values():
             schema = tool.input_schema
             assert schema["additionalProperties"] is False, tool.name
-            assert set(schema["properties"]) <= FILTERS | {"detail"}, tool.name
+            assert set(schema["properties"]) <= FILTERS | {"detail", "maxTokens"}, tool.name
             assert tool.annotations.read_only_hint is True and tool.description
-            if tool.name not in ("rag_search", "rag_search_simple"):
-                assert tool.output_schema["type"] == "object"
+            assert tool.output_schema is None, tool.name  # text alone: no structured copy to pay for twice
         for name in ("rag_search", "rag_context", "rag_search_global"):
             schema = tools[name].input_schema
-            extra = {"detail"} if name == "rag_search" else set()
+            extra = {"maxTokens"} if name == "rag_context" else {"detail"}
             assert set(schema["properties"]) == FILTERS | extra and schema["required"] == ["rawQuery"]
             assert schema["properties"]["kind"]["anyOf"][0]["enum"] == list(KINDS)
         assert set(tools["rag_search_simple"].input_schema["properties"]) == {"rawQuery", "detail"}
@@ -173,18 +184,24 @@ async def test_rag_search_finds_the_right_file_through_the_daemon_and_applies_fi
 
 
 @pytest.mark.anyio
-async def test_rag_context_is_a_pack_to_paste_that_cites_path_and_lines(world):
+async def test_rag_context_is_a_pack_to_paste_that_cites_path_and_lines_within_its_budget(world):
+    # Before: the prompt twice (augmentedPrompt, and inside instructions), and the whole answer again as structured
+    # content: four copies of the code, about 10k tokens a call.
     async with server(world) as client:
-        pack = await ok(client, "rag_context", {"rawQuery": "How is a session token verified?"})
-    assert set(pack) == {"augmentedPrompt", "instructions", "citations", "warnings", "noResults", "noResultsReason"}
-    assert pack["noResults"] is False and pack["noResultsReason"] is None
-    assert pack["citations"] and all(CITATION.match(c) for c in pack["citations"]), pack["citations"]
-    assert pack["citations"][0].startswith("auth.py:")
-    prompt = pack["augmentedPrompt"]
-    assert "How is a session token verified?" in prompt
-    assert all(c in prompt for c in pack["citations"])
-    assert "def verify_token" in prompt
-    assert prompt in pack["instructions"] and pack["instructions"] != prompt  # the template around the prompt
+        instructions, meta, tokens = await context_of(client, {"rawQuery": "How is a session token verified?"})
+        small = await context_of(client, {"rawQuery": "How is a session token verified?", "maxTokens": 200})
+        message = await fails(client, "rag_context", {"rawQuery": "token", "maxTokens": 100})
+    assert set(meta) == {"noResults", "noResultsReason", "warnings", "promptTokens", "maxTokens"}
+    assert meta["noResults"] is False and meta["noResultsReason"] is None and meta["maxTokens"] == 3000
+    assert "How is a session token verified?" in instructions and "def verify_token" in instructions
+    citations = re.findall(r"^\[\d+\] (\S+)", instructions, re.M)
+    assert citations and citations[0].startswith("auth.py:") and all(CITATION.match(c) for c in citations)
+    assert instructions.count("def verify_token") == 1  # said once
+    assert instructions.startswith("You are answering a question about the alpha repository.")
+    assert tokens <= 1.1 * 3000
+    instructions, meta, tokens = small
+    assert meta["promptTokens"] <= 200 and tokens <= 1.1 * 200 + 30 and "[1] auth.py:" in instructions
+    assert "maxTokens" in message and "greater than or equal to 200" in message
 
 
 @pytest.mark.anyio
@@ -231,10 +248,13 @@ async def test_a_repository_that_cannot_be_served_gives_one_line_errors_not_a_de
 async def test_rag_search_global_labels_each_match_with_its_repository(world):
     async with server(world, world.beta) as client:
         found = await ok(client, "rag_search_global", {"rawQuery": "verify_token invoice_total"})
-    assert set(found) >= RESPONSE
+        full = await ok(client, "rag_search_global", {"rawQuery": "verify_token invoice_total", "detail": "full"})
+    # Brief by default, as rag_search (before: the whole response, prompt included, 61 KB on a real machine).
+    assert set(found) == BRIEF and all("text" not in m for m in found["matches"])
     repos = {m["repo"]: m["path"] for m in found["matches"]}
     assert repos.get("alpha") in ("auth.py", "README.md") and repos.get("beta") == "billing.py"
-    assert "alpha:auth.py:" in found["augmentedPrompt"] and "beta:billing.py:" in found["augmentedPrompt"]
+    assert set(full) >= RESPONSE and not set(full) & {"augmentedPrompt", "instructions"}
+    assert {m["repo"] for m in full["matches"]} == {"alpha", "beta"}
 
 
 PROBE = """
@@ -290,3 +310,75 @@ async def test_a_search_answer_is_small_says_each_thing_once_and_the_server_name
     assert any("verify_token" in line for line in answer["matches"][0]["lines"])
     assert len(text_of(brief).encode()) <= 8192 and len(text_of(brief)) < len(text_of(full))
     assert "def verify_token" in json.loads(text_of(full))["matches"][0]["text"]
+
+
+@pytest.fixture(scope="module")
+def code_world(tmp_path_factory):
+    """A repository of real code (localidx's retrieval and daemon modules) indexed with the shipped static model,
+    whose similarity floor tells nonsense from a question, as a user's index does; its own home, registry and
+    daemon (stopped at the end)."""
+    import shutil
+
+    base = tmp_path_factory.mktemp("mcpcode")
+    run_dir = Path(tempfile.mkdtemp(prefix="lx-", dir="/tmp"))
+    package = Path(__file__).resolve().parent.parent / "localidx"
+    root = base / "code"
+    for part in ("retrieve", "daemon"):
+        shutil.copytree(package / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    env = {name: value for name, value in os.environ.items()
+           if name not in (lifecycle.SOCK_ENV, lifecycle.FAKE_VERSION_ENV, "LOCALIDX_DEBUG")}
+    env.update({"LOCALIDX_EMBED_MODEL": "static-minilm", "LOCALIDX_HOME": str(base / "home"), "LOCALIDX_WATCH": "0",
+                "LOCALIDX_DAEMON_IDLE_S": "300", "XDG_RUNTIME_DIR": str(run_dir), "HF_HUB_OFFLINE": "1",
+                "LOCALIDX_REGISTRY": str(base / "registry.json"), "GIT_CONFIG_NOSYSTEM": "1"})
+    proc = _run(env, root, "index", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    try:
+        yield World(root, root, root, env)
+    finally:
+        status = lifecycle.read_status(lifecycle.daemon_paths(root, True, load_settings(root, env=env)).status)
+        try:
+            _run(env, root, "daemon", "stop", timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        if status and lifecycle.pid_alive(status["pid"]):
+            os.kill(status["pid"], signal.SIGKILL)
+        subprocess.run(["rm", "-rf", str(run_dir)], check=False)
+
+
+@pytest.mark.anyio
+async def test_nonsense_finds_nothing_from_every_tool_as_search_says(code_world):
+    # Before: rag_search and rag_context answered `nonsensequxzz` with 10-12 matches and noResults false, where
+    # `localidx search` said "no matches".
+    search = _run(code_world.env, code_world.alpha, "search", "nonsensequxzz")
+    assert search.returncode == 1 and "no matches" in search.stderr
+    async with server(code_world) as client:
+        for tool in ("rag_search", "rag_search_simple", "rag_search_global"):
+            answer = await ok(client, tool, {"rawQuery": "nonsensequxzz"})
+            assert answer["noResults"] is True and answer["matches"] == [], tool
+        instructions, meta, _tokens = await context_of(client, {"rawQuery": "nonsensequxzz"})
+        assert meta["noResults"] is True and "nothing in code matched" in instructions
+        real = await ok(client, "rag_search", {"rawQuery": "context pack token budget"})
+    assert real["noResults"] is False and real["matches"]
+
+
+@pytest.mark.anyio
+async def test_answers_fit_what_an_agent_can_afford(code_world):
+    """Sizes in cl100k tokens, as an agent's model counts them: a brief search of 10 matches within 1,500, a pack
+    within 1.1 times its maxTokens at every size, a status within 1,200."""
+    from localidx.tokens import count
+
+    async with server(code_world) as client:
+        for tool in ("rag_search", "rag_search_global"):
+            result = await client.call_tool(tool, {"rawQuery": "how is the context pack cut to the token budget"})
+            answer = json.loads(text_of(result))
+            assert len(answer["matches"]) == 10 and count(text_of(result)) <= 1500, (tool, count(text_of(result)))
+        for budget in (500, 2000, 8000):
+            instructions, meta, tokens = await context_of(client, {"rawQuery": "how does the daemon route a request",
+                                                                   "maxTokens": budget})
+            assert meta["promptTokens"] <= budget and tokens <= 1.1 * budget, (budget, tokens)
+            assert meta["maxTokens"] == budget and instructions.count("[1] ") == 1
+        status = await client.call_tool("index_status", {})
+        assert count(text_of(status)) <= 1200

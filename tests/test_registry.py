@@ -179,6 +179,8 @@ def test_open_all_opens_every_index_read_only_with_one_embedder_and_skips_broken
     broken = make_repo({"x.py": AUTH}, name="broken")
     index(broken)
     (broken / ".localidx.toml").write_text("max_tokens = 'many'\n")
+    for name in ("auth", "billing", "broken"):
+        registry.share(name)
 
     opened, warnings = registry.open_all(settings_loader=settings_for)
     try:

@@ -152,3 +152,97 @@ def test_an_untrusted_file_may_name_package_templates_only(tmp_path):
     assert [i.name for i in ignored] == ["profiles.balanced.generation.template", "profiles.mine.generation.template"]
     trust_repository(root)
     assert load_profiles(root)["mine"]["generation"]["template"] == "prompts/mine.md"
+
+
+# -- resource limits: an untrusted file may tighten them, never loosen them ----------------------------------------
+
+LOOSENING = ("max_file_bytes = 1099511627776\nmax_line_chars = 1000000000\nparse_timeout_s = 0\n"
+             "daemon_idle_s = 0\ndaemon_release_s = 0\nwrite_batch_rows = 10000000\n"
+             "daemon_max_connections = 1000000\n")
+LIMITS = ("max_file_bytes", "max_line_chars", "parse_timeout_s", "daemon_idle_s", "daemon_release_s",
+          "write_batch_rows", "daemon_max_connections")
+
+
+def _lx(root: Path, *args: str) -> "subprocess.CompletedProcess":
+    import subprocess
+    import sys
+
+    env = dict(os.environ, LOCALIDX_EMBED_MODEL="fake", LOCALIDX_HOME=str(root.parent / "state"), LOCALIDX_WATCH="0")
+    return subprocess.run([sys.executable, "-m", "localidx", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_an_untrusted_file_cannot_loosen_a_resource_limit_through_the_cli_until_trusted(tmp_path):
+    # 1.5 MB of 2,000-character lines: over the default max_file_bytes (1 MiB); read, it would be skipped as
+    # minified, so the reason a status gives says whether it was read at all.
+    big = ("x = '" + "a" * 2000 + "'\n") * 750
+    # max_line_chars is left as it is, so that, trusted, the file is read and found minified.
+    root = _repo(tmp_path, LOOSENING.replace("max_line_chars = 1000000000\n", ""), **{"big.py": big})
+    proc = _lx(root, "index", "-q")
+    assert proc.returncode == 0, proc.stderr
+    warning = [line for line in proc.stderr.splitlines() if line.startswith("localidx: warning: ignoring")]
+    limits = set(LIMITS) - {"max_line_chars"}
+    assert len(warning) == 1 and all(name in warning[0] for name in limits), proc.stderr
+    assert "loosen a resource limit" in warning[0]
+    status = json.loads(_lx(root, "status", "--json").stdout)
+    assert status["skipped_by_reason"] == {"too-large": 1}, status  # not read: its size was over the limit
+    shown = json.loads(_lx(root, "trust", "--show", "--json").stdout)["files"][0]["needs_trust"]
+    assert set(shown) == limits
+
+    assert _lx(root, "trust").returncode == 0
+    proc = _lx(root, "index", "-q")
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    status = json.loads(_lx(root, "status", "--json").stdout)
+    assert status["skipped_by_reason"] == {"minified": 1}, status  # trusted: the loosened limit applies
+
+
+def test_an_untrusted_file_may_tighten_every_limit(tmp_path, isolated_config):
+    tight = ("max_file_bytes = 2000\nmax_line_chars = 500\nparse_timeout_s = 1\ndaemon_idle_s = 60\n"
+             "daemon_release_s = 30\nwrite_batch_rows = 100\ndaemon_max_connections = 10\n")
+    root = _repo(tmp_path, tight)
+    ignored: list = []
+    settings = load_settings(root, ignored=ignored)
+    assert ignored == []
+    assert (settings.max_file_bytes, settings.max_line_chars, settings.parse_timeout_s, settings.daemon_idle_s,
+            settings.daemon_release_s, settings.write_batch_rows, settings.daemon_max_connections) == (
+        2000, 500, 1.0, 60.0, 30.0, 100, 10)
+    # Tighter than the user's own values counts, not the defaults: the user's 0 ("never") is looser than any.
+    isolated_config.mkdir(parents=True)
+    (isolated_config / "config.toml").write_text("max_file_bytes = 1000\ndaemon_idle_s = 0\n")
+    ignored = []
+    settings = load_settings(root, ignored=ignored)
+    assert [i.name for i in ignored] == ["max_file_bytes"]
+    assert (settings.max_file_bytes, settings.daemon_idle_s) == (1000, 60.0)
+    # Every loosening value is left out; the environment and flags are the user's: taken as they are.
+    (isolated_config / "config.toml").unlink()
+    ignored = []
+    loose = _repo(tmp_path / "b", LOOSENING)
+    assert load_settings(loose, ignored=ignored, env={}) == load_settings(None, env={})
+    assert sorted(i.name for i in ignored) == sorted(LIMITS)
+    assert load_settings(loose, env={"LOCALIDX_DAEMON_IDLE_S": "0"}).daemon_idle_s == 0
+
+
+def test_a_file_is_not_read_past_the_size_limit_even_when_it_grew_after_discovery(tmp_path):
+    from localidx.discover.files import TooLarge, read_source
+    from localidx.workers import read_file
+
+    sparse = tmp_path / "huge.bin"
+    with open(sparse, "wb") as fh:
+        fh.truncate(64 << 30)  # 64 GiB on paper, no disk used: read whole it would exhaust memory
+    with pytest.raises(TooLarge):
+        read_source(sparse, 1 << 20)
+    assert read_file(str(sparse), 1 << 20) == "too-large"
+    small = tmp_path / "small.py"
+    small.write_bytes(b"x = 1\n" * 10)
+    assert read_source(small, 60) == b"x = 1\n" * 10
+    assert read_file(str(small), 59) == "too-large"
+
+
+def test_a_config_file_over_a_mebibyte_is_refused_unread(tmp_path):
+    root = _repo(tmp_path, "max_tokens = 256\n" + "#" * (1 << 20) + "\n")
+    with pytest.raises(ConfigError, match="over the 1048576 a config file may have; not read"):
+        load_settings(root)
+    (root / ".localidx.toml").write_text("max_tokens = 256\n")
+    (root / "pyproject.toml").write_text("[tool.localidx]\nmax_tokens = 256\n" + "#" * (1 << 20) + "\n")
+    with pytest.raises(ConfigError, match="pyproject.toml: .* not read"):
+        load_settings(root)

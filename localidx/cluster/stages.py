@@ -169,9 +169,9 @@ def prepare_repo(item: dict, job: JobSpec) -> list[dict]:
             plan["skipped"][skipped.reason] = plan["skipped"].get(skipped.reason, 0) + 1
         listed = set()
         for f in found.files:
-            read = read_file(str(f.abs_path))
-            if read is None:
-                plan["skipped"]["unreadable"] = plan["skipped"].get("unreadable", 0) + 1
+            read = read_file(str(f.abs_path), settings.max_file_bytes)
+            if isinstance(read, str):
+                plan["skipped"][read] = plan["skipped"].get(read, 0) + 1
                 continue
             data = read[1]
             blob = str(pygit2.hash(data))

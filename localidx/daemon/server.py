@@ -272,7 +272,7 @@ class Daemon:
             "memory": {**memory.usage(), "released": self.released, "releases": self.releases, "trims": self.trims,
                        "model_loaded": bool(getattr(self.embedder, "loaded", True)),
                        "model_loads": getattr(self.embedder, "loads", None),
-                       "model_mb": getattr(self.embedder, "load_mb", None)},
+                       "model_mb": getattr(self.embedder, "load_mb", None), "in_memory": _in_memory()},
         }
 
     def update_pending(self) -> bool:
@@ -791,14 +791,18 @@ class Daemon:
             if gone is not None:
                 self.request_stop(f"{gone} was deleted")
                 return
-        if self._in_flight or self.writer.busy:
+        from localidx.store import hot
+
+        if self._in_flight or self.writer.busy or hot.loading():
             return
         idle_s = self.settings.daemon_idle_s
         if idle_s > 0 and now - self._last_activity >= idle_s:
             self.request_stop(f"idle for {idle_s:g} s")
             return
         release_s = self.settings.daemon_release_s
-        if release_s > 0 and not self.released and not self._release_job and now - self._last_use >= release_s:
+        # a table version just loaded into memory counts as a use: it is not dropped the moment it is ready
+        last_use = max(self._last_use, hot.loaded_at())
+        if release_s > 0 and not self.released and not self._release_job and now - last_use >= release_s:
             self._release_job = True
             assert self._pool is not None
             self._pool.submit(self._release)
@@ -824,6 +828,11 @@ class Daemon:
             self.writer.release()
             with self._lock:
                 self._store = None
+            from localidx.store import hot
+            from localidx.store.lance import release_pinned
+
+            hot.drop_all()  # the in-memory copy and the pinned tables: loaded again by the next query
+            release_pinned()
             release = getattr(self.embedder, "release", None)
             cost = getattr(self.embedder, "load_mb", None)
             if release is not None and (cost is None or cost > KEEP_MODEL_MB):
@@ -993,6 +1002,12 @@ def _start_watcher(daemon: Daemon, writer):
     return watcher
 
 
+def _in_memory() -> dict:
+    from localidx.store import hot
+
+    return hot.describe()
+
+
 def run_daemon(root: Path, in_git: bool, settings: Settings, log_to_stderr: bool = True) -> None:
     """Serve the work tree at ``root`` until stopped (``localidx daemon run``); see the module docstring.
 
@@ -1002,6 +1017,9 @@ def run_daemon(root: Path, in_git: bool, settings: Settings, log_to_stderr: bool
 
     if "MALLOC_ARENA_MAX" not in os.environ:
         memory.limit_arenas()  # a daemon started by hand; lifecycle.spawn sets the variable for its own
+    from localidx.store import hot
+
+    hot.set_eager()  # each table version's first query starts loading it into memory (store/hot.py)
     paths = lifecycle.daemon_paths(root, in_git, settings)
     ipaths = index_paths(root, in_git, settings.home)
     try:

@@ -243,10 +243,16 @@ def decode_source(data: bytes) -> SourceText:
         return SourceText(body.decode("utf-8", errors="replace"), True, start)
 
 
-def read_source(abs_path: Path) -> bytes:
+class TooLarge(UsageError):
+    """A file over the size limit it was to be read under (``read_source``' ``max_bytes``)."""
+
+
+def read_source(abs_path: Path, max_bytes: int | None = None) -> bytes:
     """A file's bytes (``decode_source`` reads them as text). Raises UsageError with a one-line message when the
     file cannot be read, and for anything that is not a regular file (a FIFO would block the read forever, a device
-    never end it).
+    never end it). With ``max_bytes`` (``max_file_bytes``), a file over it is ``TooLarge``: its size is checked on
+    what was opened before anything is read, and no more than ``max_bytes + 1`` bytes are read, so a file that grew
+    after discovery is never read whole.
     """
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; what was opened is checked before anything is read,
@@ -255,19 +261,35 @@ def read_source(abs_path: Path) -> bytes:
     except OSError as exc:
         raise UsageError(f"cannot read {abs_path}: {_os_reason(exc)}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise UsageError(f"cannot read {abs_path}: it is {file_kind(mode)}, not a regular file")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"cannot read {abs_path}: it is {file_kind(st.st_mode)}, not a regular file")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise TooLarge(f"{abs_path} is {st.st_size} bytes, over max_file_bytes ({max_bytes})")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb") as fh:
             fd = -1
-            data = fh.read()
+            data = fh.read() if max_bytes is None else _read_at_most(fh, max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:
+            raise TooLarge(f"{abs_path} grew over max_file_bytes ({max_bytes}) while it was read")
     except OSError as exc:
         raise UsageError(f"cannot read {abs_path}: {_os_reason(exc)}") from None
     finally:
         if fd >= 0:
             os.close(fd)
     return data
+
+
+def _read_at_most(fh, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``fh``, in parts (one ``read(limit)`` would allocate ``limit`` bytes at once)."""
+    parts, total = [], 0
+    while total < limit:
+        part = fh.read(min(limit - total, 1 << 24))
+        if not part:
+            break
+        parts.append(part)
+        total += len(part)
+    return b"".join(parts)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -367,13 +389,19 @@ def _git_candidates(repo, root: Path, within: list[str] | None):
     return candidates, check
 
 
+def posix_separators(path: str) -> str:
+    """``path`` with this system's separator as "/". On POSIX a backslash is an ordinary character of a file name
+    (``..\\x.py`` is one file in its directory), so it is kept: read as a separator it would lead out of the tree."""
+    return path if os.sep == "/" else path.replace(os.sep, "/")
+
+
 def _normalise_only(root: Path, only: list[str] | None) -> list[str] | None:
     """``only`` as root-relative posix paths without trailing slashes; "" means the whole root."""
     if only is None:
         return None
     out = []
     for raw in only:
-        text = str(raw).replace("\\", "/")
+        text = posix_separators(str(raw))
         if os.path.isabs(text):
             try:
                 text = Path(text).resolve().relative_to(root).as_posix()

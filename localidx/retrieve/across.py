@@ -1,8 +1,9 @@
 """Search across repositories: ``localidx search --all-repos``.
 
-Place in the flow: retrieve, above ``search`` and ``localidx.cluster.read``. It opens every index in the per-user
-registry (``localidx.registry``) and the views of an organisation's shared index that ``cluster.read`` picks for the
-query, and ranks them all in one ``search.search_sources`` call, so scores are comparable across repositories.
+Place in the flow: retrieve, above ``search`` and ``localidx.cluster.read``. It opens every index the per-user
+registry lets cross-repository search read (``localidx.registry.open_all``: those the user shared, still the
+user's) and the views of an organisation's shared index that ``cluster.read`` picks for the query, and ranks them
+all in one ``search.search_sources`` call, so scores are comparable across repositories.
 ``cluster.read`` uses ``search`` to pick its views, so this module, which uses both, sits above them.
 """
 
@@ -32,7 +33,8 @@ def search_all_repos(query, settings=None, files: bool = False, **options) -> di
                                                    if k in options})
         problems += shared_problems
         if not opened and not views:
-            problems.append("no indexed repositories are registered: run `localidx index` in one")
+            problems.append("no repository to search: `localidx index` registers one, `localidx repos share NAME` "
+                            "lets --all-repos read it")
         sources, where = [], {}
         for name, index in opened + views:
             table = index.store.snapshot()

@@ -11,14 +11,20 @@ Stages, in order; each is switchable by the profile and each one that runs is na
    translated by the configured LLM (without one it runs as is, with a warning);
 4. ``search:hybrid``       the question's hybrid search; ``multi-query`` sub-queries from identifiers, quoted
    phrases and keywords (``transforms.sub_queries``; ``multi-query:llm`` adds LLM rewrites), merged in sub-query
-   order and de-duplicated by content hash, each extra match naming its ``generatedBySubQuery``;
+   order and de-duplicated by content hash, each extra match naming its ``generatedBySubQuery``; only what the
+   search counts as found (``guard.found``, the rule ``search`` shows by): nonsense gives ``noResults``;
 5. ``rerank:code-aware``   the head of the list (``rerank``);
-6. ``neighbors:<STRATEGY>`` neighbour expansion (``expand``);
-7. ``auto-merge``          adjacent chunks of a file merged into windows (``merge``);
-8. ``context-budget``      cut to ``maxContextTokens``, keeping at least one match.
-Then every match gets its ``uses`` / ``used_by`` lists (call relations), and the response is assembled: the
-``augmentedPrompt`` (the question and the numbered context with ``path:lines`` citations) and the ``instructions``
-(a template with ``{{rawQuery}}``, ``{{repoName}}``, ``{{locale}}``, ``{{augmentedPrompt}}``).
+6. ``neighbors:<STRATEGY>`` neighbour expansion (``expand``): candidates for the room the hits leave;
+7. ``context-budget``      the whole rendered pack within ``maxContextTokens`` (``merge.fit_pack``): the hits in
+   rank order first, then the other files' names, the hits' ``uses`` / ``used_by`` lists, the neighbours last;
+8. ``auto-merge``          adjacent excerpts of a file merged into windows (``merge``), kept only when the merged
+   pack still fits.
+Every match gets its ``uses`` / ``used_by`` lists (call relations) before the budget, which keeps those that fit.
+The response holds the ``augmentedPrompt`` (the question and the numbered context with ``path:start-end``
+citations) and the ``instructions`` (a template with ``{{rawQuery}}``, ``{{repoName}}``, ``{{locale}}``,
+``{{augmentedPrompt}}``): ``instructions`` is the whole message a model receives, and ``stats.promptTokens``, its
+cl100k count, is never over the budget (``stats.budget``). Room for the answer is not taken from the budget:
+``localidx ask`` keeps it in the model's window (``answerReserveTokens``).
 
 The response has the same shape everywhere (``localidx context --json``, the socket's ``context/build``, the MCP
 tools); ``RESPONSE_KEYS`` lists its members.
@@ -32,6 +38,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from localidx.errors import UsageError
 from localidx.retrieve import guard as _guard
 from localidx.retrieve.profiles import template_text
 from localidx.retrieve import transforms
@@ -55,6 +62,7 @@ _INTERNAL = ("_tokens",)
 RESPONSE_KEYS = ("matches", "files", "rerankApplied", "augmentedPrompt", "instructions", "contextMissing",
                  "missingTerms", "noResults", "noResultsReason", "appliedModules", "warnings", "profile", "query",
                  "rawQuery", "subQueries", "stats")
+QUESTION_CUT = "\n(the rest of the question was cut to fit the token budget)"
 FILES_SHOWN = 10  # the response's "files": the search's best files, however few of them the budget kept
 
 
@@ -102,6 +110,9 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
 
     repo_name = (sources[0].name if len(sources) == 1 else ", ".join(s.name for s in sources)
                  or "the registered repositories")
+    render = Renderer(question, repo_name, raw_query, params.locale,
+                      template_text(prof.template, root, warnings), warnings)
+    render.fit_question(prof.max_context_tokens // 2)
     from localidx.store.index import pinned
 
     ready = []
@@ -111,8 +122,8 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
             ready.append(source)
     if not ready:
         warnings.append(NOT_READY_ONE if len(sources) <= 1 else NOT_READY_ALL)
-        return _response([], params, name, raw_query, question, analysis, [], applied, warnings, repo_name, False,
-                         INDEX_NOT_READY, {}, clock, root)
+        return _response([], params, name, raw_query, question, analysis, [], applied, warnings, render, False,
+                         INDEX_NOT_READY, {"budget": prof.max_context_tokens}, clock)
 
     queries = [question]
     if prof.multi_query and prof.queries > 1:
@@ -122,6 +133,7 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
     from localidx.retrieve.search import rank_files
 
     files = rank_files(matches, FILES_SHOWN)
+    render.files = files
     applied.append("search:hybrid")
     if len(queries) > 1:
         applied.append("multi-query")
@@ -142,45 +154,42 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
     matches = matches[: prof.top_k]
     clock.lap("rerank")
 
-    if prof.neighbor_strategy != "OFF" and prof.neighbor_limit > 0 and matches:
-        matches = _expand(ready, matches, prof, label_repos)
+    hits, neighbours = matches, []
+    if prof.neighbor_strategy != "OFF" and prof.neighbor_limit > 0 and hits:
+        neighbours = [m for m in _expand(ready, hits, prof, label_repos) if m.get("neighborStrategy")]
         applied.append(f"neighbors:{prof.neighbor_strategy}")
     clock.lap("expand")
 
-    stats: dict = {"candidates": len(matches)}
-    if prof.auto_merge and matches:
-        from localidx.retrieve.merge import auto_merge
-
-        budget = min(prof.merge_tokens, prof.max_context_tokens - prof.answer_reserve_tokens)
-        if budget < 64:
-            warnings.append(f"auto-merge skipped: maxContextTokens {prof.max_context_tokens} leaves no room for "
-                            f"windows after answerReserveTokens {prof.answer_reserve_tokens}")
-        else:
-            matches, merge_stats = auto_merge(matches, budget)
-            stats.update(merge_stats, windowBudget=budget)
-            applied.append("auto-merge")
-    clock.lap("merge")
-
-    if matches:
-        from localidx.retrieve.merge import fit_budget
-        from localidx.tokens import count
-
-        # The other files the search ranked are named in the pack (a line each), so a pack whose excerpts hold a
-        # few files still says which files to open: their tokens come out of the budget first.
-        listed = count(file_list(files, ())) if files else 0
-        matches, budget_stats = fit_budget(matches, max(prof.max_context_tokens - listed, 1))
-        budget_stats["tokens"] += listed
-        stats.update(budget_stats, fileListTokens=listed)
-        applied.append("context-budget")
-        if budget_stats["truncated"]:
-            warnings.append(f"the best match alone is over maxContextTokens {prof.max_context_tokens}: "
-                            "its text was cut to fit")
-    clock.lap("budget")
-    _add_relations(ready, matches, label_repos)
+    _add_relations(ready, hits, label_repos)
     clock.lap("relations")
+    from localidx.retrieve.merge import auto_merge, fit_pack
+
+    stats: dict = {"candidates": len(hits) + len(neighbours), "budget": prof.max_context_tokens}
+    # The budget bounds the whole rendered text (the instructions around the excerpts included): the best hits
+    # first, then the other files' names, their call relations, and the neighbours last (merge.fit_pack).
+    matches, shown, fitted = fit_pack(hits, neighbours, len(files), render.measure, prof.max_context_tokens)
+    applied.append("context-budget")
+    clock.lap("budget")
+    if prof.auto_merge and matches:
+        merged, merge_stats = auto_merge(matches, prof.merge_tokens)
+        if len(merged) < len(matches) and render.measure(merged, shown) <= prof.max_context_tokens:
+            matches = merged
+            fitted["promptTokens"] = render.measure(merged, shown)
+        else:
+            merge_stats.update(windowsAfter=len(matches), tokensAfter=merge_stats["tokensBefore"])
+        stats.update(merge_stats)
+        applied.append("auto-merge")
+    clock.lap("merge")
+    for match in matches:
+        match.setdefault("uses", "")
+        match.setdefault("used_by", "")
+    stats.update(fitted, tokens=fitted["promptTokens"])
+    if fitted["truncated"]:
+        warnings.append(f"the best match alone is over the token budget of {prof.max_context_tokens}: "
+                        "its text was cut to fit")
     reason = None if matches else CONTEXT_NOT_FOUND
     return _response(matches, params, name, raw_query, question, analysis, queries[1:], applied, warnings,
-                     repo_name, rerank_applied, reason, stats, clock, root, files)
+                     render, rerank_applied, reason, stats, clock, files, shown)
 
 
 # -- stages ---------------------------------------------------------------------------------------------------
@@ -257,6 +266,8 @@ def _search_all(sources: list[Source], queries: list[str], params, label: bool) 
         for name, match in search_sources([(s.name, s.index, s.table) for s in sources], text, k=depth, mode=mode,
                                           language=params.language, path_glob=params.path_glob, kind=params.kind,
                                           fetch=profile.candidates if position == 0 else None):
+            if not _guard.found(match):
+                continue  # the search's own rule: what it would not show, the pack does not hold
             item = match.to_dict()
             if label:
                 item["repo"] = name
@@ -343,17 +354,77 @@ def _add_relations(sources: list[Source], matches: list[dict], label: bool) -> N
 # -- the response ---------------------------------------------------------------------------------------------
 
 
-def _response(matches, params, profile, raw_query, question, analysis, sub_queries, applied, warnings, repo_name,
-              rerank_applied, reason, stats, clock, root, files=()) -> dict:
+class Renderer:
+    """Renders a pack's text (``augmented_prompt`` inside the instructions template) and counts it: the one place
+    the budget is measured on what a model receives."""
+
+    def __init__(self, question: str, repo_name: str, raw_query: str, locale: str, template: str,
+                 warnings: list[str]):
+        self.question = question
+        self.repo_name = repo_name
+        self.values = {"rawQuery": raw_query, "repoName": repo_name, "locale": locale}
+        self.template = template
+        self.warnings = warnings
+        self.files: list[dict] = []
+
+    def render(self, matches: list[dict], shown: int, warnings: list[str] | None = None) -> tuple[str, str]:
+        """(augmentedPrompt, instructions) for these excerpts and at most ``shown`` lines of other files."""
+        prompt = augmented_prompt(self.question, matches, self.repo_name, self.files, shown)
+        instructions = render_template(self.template, dict(self.values, augmentedPrompt=prompt),
+                                       [] if warnings is None else warnings)
+        return prompt, instructions
+
+    def fit_question(self, limit: int) -> None:
+        """Cut the question the prompt shows (whole lines, else characters, with a marker and a warning) so that
+        the instructions and the question take at most ``limit`` tokens: a pasted report leaves the code room.
+        ``UsageError`` when the instructions alone are over."""
+        if self.measure([], 0) <= limit:
+            return
+        whole = self.question
+        lines = whole.split("\n")
+
+        def fits(text: str) -> bool:
+            self.question = text + QUESTION_CUT
+            return self.measure([], 0) <= limit
+
+        low, high = 0, len(lines)
+        while low < high:
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if fits("\n".join(lines[:mid])) else (low, mid - 1)
+        head = "\n".join(lines[:low])
+        if low == 0:
+            low, high = 0, len(lines[0])
+            while low < high:
+                mid = (low + high + 1) // 2
+                low, high = (mid, high) if fits(lines[0][:mid]) else (low, mid - 1)
+            head = lines[0][:low]
+        if not head.strip():
+            self.question = whole
+            raise UsageError(f"a token budget of {limit * 2} cannot hold the instructions and the start of the "
+                             "question: give a larger budget")
+        self.question = head + QUESTION_CUT
+        self.warnings.append(f"the question was cut to its first {len(head)} characters (of {len(whole)}) in the "
+                             f"prompt, to leave half of the token budget of {limit * 2} for the code")
+
+    def measure(self, matches: list[dict], shown: int) -> int:
+        """The cl100k count of the larger of the two texts (``instructions`` holds the prompt unless a custom
+        template leaves it out)."""
+        prompt, instructions = self.render(matches, shown)
+        # Counted as printed, with the line break after it (``localidx context`` prints the prompt, ``ask`` the
+        # instructions): a break may add a token.
+        return max(_count(instructions + "\n"), _count(prompt + "\n"))
+
+
+def _response(matches, params, profile, raw_query, question, analysis, sub_queries, applied, warnings, render,
+              rerank_applied, reason, stats, clock, files=(), shown=0) -> dict:
     for match in matches:
         for key in _INTERNAL:
             match.pop(key, None)
-    prompt = augmented_prompt(question, matches, repo_name, files)
-    instructions = render_template(template_text(params.profile.template, root, warnings),
-                                   {"rawQuery": raw_query, "repoName": repo_name, "locale": params.locale,
-                                    "augmentedPrompt": prompt}, warnings)
+    prompt, instructions = render.render(matches, shown, warnings)
     missing = missing_terms(analysis, matches)
-    stats = dict(stats, matches=len(matches), timingsMs=clock.laps, totalMs=clock.total())
+    stats = dict(stats, matches=len(matches), promptTokens=max(_count(instructions), _count(prompt)),
+                 timingsMs=clock.laps, totalMs=clock.total())
+    stats["tokens"] = stats["promptTokens"]
     return {
         "matches": matches,
         "files": list(files),
@@ -382,9 +453,9 @@ def citation(match: dict) -> str:
     return f"{printable(match['repo'])}:{where}" if match.get("repo") else where
 
 
-def augmented_prompt(question: str, matches: list[dict], repo_name: str, files=()) -> str:
-    """The question and the numbered context, each excerpt under its ``path:start-end`` citation, then the other
-    files the search ranked (``file_list``)."""
+def augmented_prompt(question: str, matches: list[dict], repo_name: str, files=(), shown: int | None = None) -> str:
+    """The question and the numbered context, each excerpt under its ``path:start-end`` citation, then at most
+    ``shown`` of the other files the search ranked (``file_list``; None: all of them)."""
     from localidx.text import printable
 
     if not matches:
@@ -403,24 +474,29 @@ def augmented_prompt(question: str, matches: list[dict], repo_name: str, files=(
         parts.append(f"{fence}{match.get('language') or ''}")
         parts.append(match.get("text") or "")
         parts.append(fence)
+        if match.get("truncated"):
+            end = match["end_line"]
+            where = f"inside line {end}" if match.get("cut_in_line") else f"after line {end}"
+            parts.append(f"(excerpt cut {where} to fit the token budget; it runs to line "
+                         f"{match.get('cut_from') or '?'})")
         if match.get("uses"):
             parts.append("Uses:\n" + match["uses"])
         if match.get("used_by"):
             parts.append("Used by:\n" + match["used_by"])
-    others = file_list(files, matches)
+    others = file_list(files, matches, shown)
     if others:
         parts += ["", others]
     return "\n".join(parts)
 
 
-def file_list(files, matches) -> str:
+def file_list(files, matches, limit: int | None = None) -> str:
     """The ranked files (``search.rank_files``) that no excerpt in ``matches`` comes from, a line each with the
-    place of their best match: "" when there are none."""
+    place of their best match, the first ``limit`` of them (None: all): "" when there are none."""
     from localidx.text import printable
 
     shown = {(m.get("repo"), m["path"]) for m in matches}
     lines = [f"- {citation(f)} {printable(f['symbol'])}".rstrip() for f in files
-             if (f.get("repo"), f["path"]) not in shown]
+             if (f.get("repo"), f["path"]) not in shown][:limit]
     if not lines:
         return ""
     return "\n".join(["Other files that match, best first (not excerpted):", *lines])
@@ -450,6 +526,17 @@ def missing_terms(analysis: transforms.Analysis, matches: list[dict]) -> list[st
         if last and last not in haystack:
             missing.append(ident)
     return missing
+
+
+def _count(text: str) -> int:
+    """A whole pack's cl100k tokens (``tokens.count_once``: packs are large and seen once); when tiktoken cannot be
+    loaded, its UTF-8 bytes, a bound from above (every token is at least a byte), so the budget still holds."""
+    try:
+        from localidx.tokens import count_once
+
+        return count_once(text)
+    except Exception:  # noqa: BLE001 - tiktoken missing or its data unreadable
+        return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _one_line(exc: BaseException) -> str:

@@ -9,8 +9,13 @@ Two passes, both reported in the response's ``warnings`` (and logged):
    ``{"event": "guard.clamp", "profile", "field", "requested", "applied"}``.
 
 Limits by default: ``topK <= 40``, ``neighborLimit <= 12`` (and no expansion ever adds more than
-``EXPANSION_CAP`` chunks), ``256 <= maxContextTokens <= 4000``, ``queries <= maxQueries <= 6``. The question and
+``EXPANSION_CAP`` chunks), ``maxContextTokens <= 128000``, ``queries <= maxQueries <= 6``. A token budget under
+``MIN_CONTEXT_TOKENS`` is a ``UsageError``, not raised: a pack is never over the budget asked for. The question and
 each turn are cut to ``MAX_QUERY_CHARS`` (``limit_query``, which plain search runs too).
+
+The "no results" rule is ``found``: the one test of whether a search's match counts, which the context pipeline
+applies to every search it runs, as ``search`` does to what it shows, so ``search``, ``context``, ``ask`` and every
+MCP tool answer nonsense alike (no match, ``noResults``).
 """
 
 from __future__ import annotations
@@ -34,6 +39,11 @@ STRATEGIES = ("OFF", "LINEAR", "PARENT_SYMBOL", "CALL_GRAPH")
 SUB_QUERY_MODES = ("bm25", "hybrid")
 MAX_QUERY_CHARS = protocol.MAX_QUERY_CHARS  # one limit for every path (defined with the protocol, which documents it)
 MAX_TURNS = 6  # conversation turns looked at (the most recent ones)
+# A pack's budget bounds the whole text a model receives (``merge.fit_pack``). Under the smallest one the default
+# instructions, a short question and a few lines of code do not fit, so a smaller budget is refused, not raised:
+# the pack is never over what was asked for. Above the largest, it is lowered, with a warning.
+MIN_CONTEXT_TOKENS = 200
+MAX_CONTEXT_TOKENS = 128_000
 
 # Profile field: (type, (lowest, highest) or the allowed values, or None). Defaults come from the `balanced` profile.
 # Messages name each field as users write it (``profiles.wire_name``: ``top_k`` is ``topK``).
@@ -62,9 +72,9 @@ LIMITS: dict[str, tuple[type, tuple | None]] = {
     "neighbor_hits": (int, (0, 10)),
     "neighbor_limit": (int, (0, 12)),
     "auto_merge": (bool, None),
-    "merge_tokens": (int, (64, 4000)),
-    "max_context_tokens": (int, (256, 4000)),
-    "answer_reserve_tokens": (int, (0, 4000)),
+    "merge_tokens": (int, (64, 16000)),
+    "max_context_tokens": (int, (MIN_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS)),
+    "answer_reserve_tokens": (int, (0, MAX_CONTEXT_TOKENS)),
     "max_answer_tokens": (int, (16, 8192)),
     "temperature": (float, (0.0, 2.0)),
     "template": (str, None),
@@ -118,6 +128,14 @@ def require_words(text: str, what: str = "the query") -> None:
     if not has_words(text):
         shown = text if len(text) <= 40 else text[:40] + "..."
         raise UsageError(f"nothing to search for: {what} {shown!r} has no letters or digits")
+
+
+def found(match) -> bool:
+    """Whether a search's match (a ``search.Match`` or its dict) counts as found: a keyword hit, a name's
+    definition, a stack frame's chunk, or a similarity at the model's floor (``Match.relevant``, set by the
+    search). Nonsense, none of whose words the index holds, finds nothing."""
+    relevant = match.get("relevant", True) if isinstance(match, dict) else getattr(match, "relevant", True)
+    return bool(relevant)
 
 
 def _clean_text(text: str, what: str, warnings: list[str]) -> str:
@@ -235,6 +253,9 @@ def check(profile_name: str, table: dict, query, *, top_k=None, max_tokens=None,
     for name, value in requested.items():
         if value is not None:
             values[name] = _coerce(wire_name(name), int, value, values[name], warnings)
+    if values["max_context_tokens"] < MIN_CONTEXT_TOKENS:
+        raise UsageError(f"a token budget of {values['max_context_tokens']} is too small: a context pack needs at "
+                         f"least {MIN_CONTEXT_TOKENS} tokens (the instructions, the question and some code)")
     for name, (_kind, limits) in LIMITS.items():
         values[name] = _clamp(profile_name, wire_name(name), values[name], limits, warnings)
     if values["queries"] > values["max_queries"]:

@@ -3,7 +3,9 @@
 Place in the flow: retrieve (after store; before rerank / expand / merge / serve). Read-only.
 
 Invariants:
-- One search reads one pinned table version (``ChunkStore.snapshot()``): both arms see the same rows.
+- One search reads one pinned table version (``ChunkStore.snapshot()``): both arms see the same rows. An unfiltered
+  search reads the arms from that version's in-memory copy (``localidx.store.hot``: the same rows and scores, in
+  milliseconds) when one is loaded, else from LanceDB; decided once per search, for every arm of it.
 - Both arms are keyed by the chunk ``id`` and fused over the union of their lists (``localidx.retrieve.fusion``), so
   a chunk found by only one arm still ranks; a row still waiting for its vector is found by BM25 alone.
 - Filters (language, kind, path glob) are prefilters on both arms, built with ``sql_str`` — never pasted raw.
@@ -37,12 +39,14 @@ lookup. A name query's definitions then come first, found by their symbols and b
 
 from __future__ import annotations
 
+import contextvars
+import copy
 import logging
 import os
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from localidx.embed.names import STATIC_MODEL, TRANSFORMER_MODEL
@@ -50,7 +54,7 @@ from localidx.errors import UsageError
 from localidx.errors import IndexNotReady
 import localidx.retrieve.fusion as _fusion
 import localidx.retrieve.ranking as ranking
-from localidx.retrieve.guard import limit_query, require_words
+from localidx.retrieve.guard import found as counts_as_found, limit_query, require_words
 from localidx.retrieve.ranking import (PathIndex, declaration_rank, definition_rank, definitions_first, mentioned_names,
                                        path_evidence, question_words, rank_question, role_factor)
 from localidx.retrieve.transforms import NameQuery, fold_name, name_parts, name_query, path_role
@@ -139,8 +143,15 @@ class Match:
     relevant: bool = True
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict of every field."""
-        return asdict(self)
+        """A JSON-ready dict of every field (a copy: ``dataclasses.asdict`` deep-copied every value, 3 ms of a warm
+        query's 20)."""
+        out = {name: getattr(self, name) for name in _MATCH_FIELDS}
+        out["tags"] = copy.deepcopy(self.tags) if self.tags else {}
+        out["symbols"] = list(self.symbols)
+        return out
+
+
+_MATCH_FIELDS = tuple(f.name for f in fields(Match))
 
 
 def search(index, query: str, k: int = 10, mode: str = "hybrid", language: str | None = None,
@@ -180,6 +191,17 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     the best there is merely for being its repository's best, so a one-function repository cannot outrank the right
     answer elsewhere. With one source this is exactly ``search``.
     """
+    decided = _DECIDED.set({})  # id(table) -> its copy or None, for this search only
+    try:
+        return _search_sources(sources, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind,
+                               fusion=fusion, vector_weight=vector_weight, fetch=fetch)
+    finally:
+        _DECIDED.reset(decided)
+
+
+def _search_sources(sources, query: str, k: int, mode: str, language: str | None, path_glob: str | None,
+                    kind: str | None, fusion: str | None, vector_weight: float | None,
+                    fetch: int | None) -> list[tuple[str, Match]]:
     if not isinstance(query, str) or not query.strip():
         raise UsageError("empty query")
     sources = list(sources)  # read by two threads (see the arms below)
@@ -219,8 +241,17 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     # The vector arms (query embedding, then the ANN search of each source) run on another thread while this one
     # runs the BM25 arms: ONNX Runtime and LanceDB release the GIL. Their rows are merged below in the order the
     # arms always had (a source's BM25 rows first), so the ranking is the same as one arm after the other.
-    vector_rows = _arm_pool().submit(_vector_arms, sources, plan.vector_text, where, fetch) \
-        if mode == "vector" or mode == "hybrid" and (weight > 0.0 or fusion == "rrf") else None
+    # Each source is read from its in-memory copy or from LanceDB, decided once for the whole search (a copy that
+    # becomes ready halfway through is for the next one): one search, one reading of each version.
+    copies = _DECIDED.get()
+    copies.update({id(table): None if where else _hot_copy(table) for _label, _index, table in sources})
+    vector_wanted = mode == "vector" or mode == "hybrid" and (weight > 0.0 or fusion == "rrf")
+    vector_rows = None
+    if vector_wanted and all(found is not None and found.with_vectors for found in copies.values()):
+        vector_rows = _Done(_vector_arms(sources, plan.vector_text, where, fetch))  # a millisecond: no thread
+    elif vector_wanted:
+        vector_rows = _arm_pool().submit(contextvars.copy_context().run, _vector_arms, sources, plan.vector_text,
+                                         where, fetch)
     try:
         for label, index, table in sources:
             indexes[label] = index
@@ -392,7 +423,7 @@ def response_depth(options: dict, files: bool) -> tuple[int, int]:
 def shape_response(found: list[dict], k: int, files: bool, warnings: list[str]) -> dict:
     """The response of ``found`` (best first): the ``k`` best of the relevant matches (``Match.relevant``), an
     irrelevant one dropped without moving the others."""
-    found = [m for m in found if m.get("relevant", True)]
+    found = [m for m in found if counts_as_found(m)]  # the one rule, shared with context and MCP
     response = {"matches": found[:k], "warnings": warnings}
     if files:
         response["files"] = rank_files(found, k)
@@ -642,6 +673,9 @@ def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool, 
     text = bm25_query_text(query)
     if not text:
         return []
+    in_memory = None if where else _hot_copy(table)
+    if in_memory is not None:
+        return _with_columns(table, in_memory.bm25(text, fetch), columns)
     try:
         # A MatchQuery is tokenised like the column, never parsed: no phrase, field or boolean syntax applies.
         builder = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
@@ -661,6 +695,47 @@ def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool, 
         return []
 
 
+class _Done:
+    """A finished arm, read like the pool's future."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+    def exception(self):
+        return None
+
+
+_DECIDED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("localidx_search_copies", default=None)
+
+
+def _hot_copy(table):
+    """The in-memory copy of the pinned ``table`` (``localidx.store.hot``) when one is ready, else None: the arm
+    reads LanceDB. Within a search, what ``search_sources`` decided for the table at its start."""
+    decided = _DECIDED.get()
+    if decided is not None and id(table) in decided:
+        return decided[id(table)]
+    from localidx.store import hot
+
+    return hot.copy_for(table)
+
+
+def _with_columns(table, rows: list[dict], columns: tuple) -> list[dict]:
+    """``rows`` (with ``_rowid``) with ``columns`` added, taken by row id from the same pinned version."""
+    if not columns or not rows:
+        return rows
+    taken = table.take_row_ids([row["_rowid"] for row in rows]).select(list(columns)).with_row_id().to_list()
+    by_row = {row["_rowid"]: row for row in taken}
+    out = []
+    for row in rows:
+        extra = by_row.get(row["_rowid"])
+        if extra is not None:
+            out.append({**row, **{name: extra[name] for name in columns}})
+    return out
+
+
 def _materialise(table, candidates: list[dict], rows: dict, label) -> None:
     """Replace the candidate rows (``CANDIDATE_COLUMNS`` and ``_rowid``) by full rows (``COLUMNS``) of the same pinned
     table version, taken by row id."""
@@ -675,7 +750,10 @@ _PATH_INDEXES: dict[tuple, PathIndex] = {}  # (index root, table name, table ver
 
 def _path_index(index, table) -> PathIndex:
     """The path words of the files ``index`` holds, built once per table version."""
-    key = (str(index.paths.root), getattr(index.store, "table_name", ""), table.version)
+    from localidx.store import hot
+
+    # a pinned snapshot's identity is known without asking LanceDB (``table.version`` is a call into it)
+    key = (str(index.paths.root), getattr(index.store, "table_name", ""), hot.table_key(table) or table.version)
     found = _PATH_INDEXES.get(key)
     if found is None:
         found = PathIndex(index.catalog.paths())
@@ -746,6 +824,10 @@ def _vector_arm(table, vector, where: str | None, fetch: int) -> list[dict]:
     # Rows still waiting for their vector are skipped by LanceDB's vector search itself. Filtering them out with
     # "vector IS NOT NULL" made every query read the whole vector column once the ANN index existed (176 ms instead
     # of 26 ms for this arm at 100k chunks: benchmarks/query.py), so only the user's filters are applied.
+    in_memory = None if where else _hot_copy(table)
+    found = in_memory.vector(vector, fetch) if in_memory is not None else None
+    if found is not None:
+        return found
     query = table.search(vector, vector_column_name="vector").distance_type("cosine")
     if where:
         query = query.where(where, prefilter=True)

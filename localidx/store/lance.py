@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -176,11 +178,29 @@ class ChunkStore:
         return self._db.create_table(self.table_name, schema=chunk_schema(self.dim))
 
     def snapshot(self):
-        """The chunk table pinned at its latest version, for consistent reads; None when nothing is indexed."""
+        """The chunk table pinned at its latest version, for consistent reads; None when nothing is indexed.
+
+        The latest version is read from the table's ``_versions`` directory (one directory listing); a version this
+        process already opened is answered with the same pinned table, so a warm query reads no table metadata
+        (opening a table reads its manifest and schema: a third of a warm query's time at 7.5k chunks). The
+        table carries its version's identity (``hot.table_key``) for the in-memory copy."""
+        location = self.db_dir / f"{self.table_name}.lance"
+        latest = latest_manifest(location) if self._db is not None else None
+        if latest is not None:
+            with _PINNED_LOCK:
+                found = _PINNED.get(latest)
+            if found is not None:
+                return found
         if not self.exists():
             return None
         table = self._db.open_table(self.table_name)
         table.checkout(table.version)
+        if latest is not None and latest[1] == table.version:
+            table._localidx_version_key = latest  # noqa: SLF001 - an attribute of our own on LanceDB's object
+            with _PINNED_LOCK:
+                _PINNED[latest] = table
+                while len(_PINNED) > PINNED_KEPT:
+                    _PINNED.pop(next(iter(_PINNED)))
         return table
 
     def _vector_cache(self):
@@ -363,6 +383,43 @@ class ChunkStore:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # LanceDB warns that older versions go: that is the point
                 self.table().optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+
+
+PINNED_KEPT = 8  # pinned table versions a process keeps open (a few work trees, each its current and last version)
+_PINNED: dict[tuple, object] = {}
+_PINNED_LOCK = threading.Lock()
+
+
+def release_pinned() -> None:
+    """Forget the pinned tables ``snapshot`` keeps (a daemon going idle frees their caches)."""
+    with _PINNED_LOCK:
+        _PINNED.clear()
+
+
+def latest_manifest(location: Path) -> tuple | None:
+    """``(location, version, manifest inode, manifest mtime)`` of the latest committed version of the Lance dataset
+    at ``location``, from its ``_versions`` directory; None when it cannot be read (then the caller asks LanceDB).
+    The inode and mtime tell a table dropped and made again apart from the one before at the same version."""
+    try:
+        names = os.listdir(location / "_versions")
+    except OSError:
+        return None
+    best, best_name = -1, None
+    for name in names:
+        stem, dot, suffix = name.partition(".")
+        if suffix != "manifest" or not stem.isdigit():
+            continue
+        number = int(stem)
+        version = (1 << 64) - 1 - number if number >= 1 << 63 else number  # newer Lance names count down
+        if version > best:
+            best, best_name = version, name
+    if best_name is None:
+        return None
+    try:
+        st = os.stat(location / "_versions" / best_name)
+    except OSError:
+        return None
+    return (str(location), best, st.st_ino, st.st_mtime_ns)
 
 
 def decode_tags(raw: str) -> dict:

@@ -29,7 +29,9 @@ def handle(daemon, params: dict):
 
 
 def _relative(root: Path, raw: str) -> str:
-    text = raw.replace("\\", "/")
+    from localidx.discover.files import posix_separators
+
+    text = posix_separators(raw)
     if os.path.isabs(text):
         try:
             text = Path(text).resolve().relative_to(root.resolve()).as_posix()
