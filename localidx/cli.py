@@ -20,7 +20,7 @@ import click
 from localidx import __version__
 from localidx.console import echo_json as _echo_json
 from localidx.console import echo_warnings as _echo_warnings
-from localidx.console import error_exit, print_search
+from localidx.console import error_exit, glob_from_here, parse_language, print_search
 from localidx.console import parse_kinds as _parse_kinds
 from localidx.console import settings_for as _settings
 from localidx.console import text_args as _text_args
@@ -50,11 +50,7 @@ _NO_DAEMON = click.option("--no-daemon", is_flag=True, help="Do the work in this
 
 def _language_option(_ctx, _param, value: str | None) -> str | None:
     """``--lang``: a name, alias or extension, as the chunks' ``language``; an unknown value is a usage error."""
-    if value is None:
-        return None
-    from localidx.chunk import resolve_language
-
-    return resolve_language(value)
+    return parse_language(value)
 
 
 def _repo_relative(root: Path, path: Path) -> str:
@@ -388,12 +384,15 @@ def _print_dry_run(report) -> None:
               "matches (\"which file do I open\").")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Highlight the query's terms (auto: on a terminal, unless NO_COLOR is set).")
-@click.option("--json", "as_json", is_flag=True, help="Print {\"matches\": [...]} as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"root\": ..., \"matches\": [...]} as JSON (paths from "
+              "the repository's root).")
+@click.option("--vimgrep", is_flag=True, help="One path:line:column:text line per match, for editors' quickfix lists.")
 @_NO_DAEMON
 def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path_glob: str | None, kind: str | None,
-           all_repos: bool, files: bool, color: str, as_json: bool, no_daemon: bool) -> None:
+           all_repos: bool, files: bool, color: str, as_json: bool, vimgrep: bool, no_daemon: bool) -> None:
     """Search the index for QUERY (the remaining words, quoted or not): BM25 and vectors fused; prints
-    path:start-end, symbol, score, the query's similarity to the chunk, and the lines that matched (with --files:
+    path:start-end (from the current directory), symbol, score, the query's similarity to the chunk, and the lines
+    that matched; --path globs are read from the current directory too (with --files:
     one line per file, its best match and how many matches it holds). A match counts when a query word matched or
     its similarity clears the model's floor; "weak" says when only meaning matched."""
     from localidx.discover import find_root
@@ -410,10 +409,11 @@ def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path
     else:
         root, in_git = find_root(Path.cwd())
         backend = _backend(root, in_git, _settings(root), no_daemon)
-        response = backend.search(query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind,
-                                  files=files)
+        response = backend.search(query, k=k, mode=mode, language=language,
+                                  path_glob=glob_from_here(path_glob, root), kind=kind, files=files)
+        response = {"root": str(root), **response}
         _say_if_started(backend)
-    print_search(response, as_json, files, mode, query, color)
+    print_search(response, as_json, files, mode, query, color, vimgrep)
 
 
 _CONTEXT_OPTIONS = [
@@ -459,7 +459,7 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
         return build_context_all_repos(question, settings=_settings(_root_or_none()), **options)
     root, in_git = find_root(Path.cwd())
     backend = _backend(root, in_git, _settings(root), no_daemon)
-    pack = backend.context(question, **options)
+    pack = backend.context(question, **{**options, "path_glob": glob_from_here(path_glob, root)})
     _say_if_started(backend)
     return pack
 

@@ -219,6 +219,26 @@ def test_an_index_of_nothing_says_so_instead_of_asking_for_an_index(make_repo, t
     assert "0 files to index (1 binary, 1 lock-file)" in after.stdout, after.stdout
 
 
+def test_paths_are_printed_and_globs_read_from_where_you_stand(make_repo, tmp_path):
+    root = make_repo({"src/utils/combine.ts": "export function combine(a: number) {\n  return a + 1;\n}\n",
+                      "src/store.ts": "export function createStore() {\n  return combine(1);\n}\n"})
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
+    assert run_env(root, env, "index", "-q").returncode == 0
+    src = root / "src"
+    scoped = run_env(src, env, "search", "combine", "--path", "utils/**", "--no-daemon")
+    assert scoped.returncode == 0 and scoped.stdout.startswith("utils/combine.ts:1-3  combine"), scoped.stdout
+    below = run_env(src / "utils", env, "search", "combine", "--path", "*.ts", "--no-daemon")  # any depth below here
+    assert [line.split()[0] for line in below.stdout.splitlines() if not line.startswith(" ")] == ["combine.ts:1-3"]
+    unscoped = run_env(src / "utils", env, "search", "combine", "--no-daemon")
+    assert [line.split()[0] for line in unscoped.stdout.splitlines() if not line.startswith(" ")] == [
+        "combine.ts:1-3", "../store.ts:1-3"]
+    assert run_env(src, env, "search", "combine", "--path", "/utils/**", "--no-daemon").returncode == 1  # from the root
+    answer = json.loads(run_env(src, env, "search", "combine", "--json", "--no-daemon").stdout)
+    assert answer["root"] == str(root.resolve()) and answer["matches"][0]["path"] == "src/utils/combine.ts"
+    vim = run_env(src, env, "search", "combine", "--vimgrep", "--no-daemon")
+    assert vim.stdout.splitlines()[0] == "utils/combine.ts:1:1:export function combine(a: number) {  [combine]"
+
+
 def test_unloadable_model_is_one_line(repo, tmp_path):
     env = {"LOCALIDX_EMBED_MODEL": "no-such-org/no-such-model", "LOCALIDX_HOME": str(tmp_path / "home"),
            "HF_HUB_OFFLINE": "1", "LOCALIDX_CACHE_DIR": str(tmp_path / "cache")}
