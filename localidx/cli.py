@@ -48,11 +48,6 @@ _NO_DAEMON = click.option("--no-daemon", is_flag=True, help="Do the work in this
                           "none (the setting daemon = \"never\" does this always).")
 
 
-def _language_option(_ctx, _param, value: str | None) -> str | None:
-    """``--lang``: a name, alias or extension, as the chunks' ``language``; an unknown value is a usage error."""
-    return parse_language(value)
-
-
 def _repo_relative(root: Path, path: Path) -> str:
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
@@ -374,7 +369,7 @@ def _print_dry_run(report) -> None:
 @click.argument("query", nargs=-1, required=True)
 @click.option("-k", "k", type=click.IntRange(min=1, max=100), default=10, show_default=True, help="Matches to show.")
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25"]), default="hybrid", show_default=True)
-@click.option("--lang", "language", default=None, callback=_language_option,
+@click.option("--lang", "language", default=None,
               help="Only this language: a name, alias or extension (python, ts, c++, markdown, ...).")
 @click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style).")
 @click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...).")
@@ -401,6 +396,7 @@ def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path
     query, language, path_glob, kind = _text_args(query, language, path_glob, kind)
     if kind:
         _parse_kinds(kind)
+    language = parse_language(language)
     if all_repos:
         from localidx.retrieve.across import search_all_repos
 
@@ -426,7 +422,7 @@ _CONTEXT_OPTIONS = [
     click.option("--turn", "turns", multiple=True, help="An earlier turn of the conversation, oldest first; "
                  "repeat it. A follow-up question borrows their terms."),
     click.option("--locale", default=None, help="The answer's language tag for the instructions (default en)."),
-    click.option("--lang", "language", default=None, callback=_language_option,
+    click.option("--lang", "language", default=None,
                  help="Only this language: a name, alias or extension (python, ts, c++, markdown, ...)."),
     click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style)."),
     click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...)."),
@@ -450,6 +446,7 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
     question, language, path_glob, kind, profile, locale = _text_args(question, language, path_glob, kind, profile,
                                                                       locale)
     turns = _text_args(*turns)
+    language = parse_language(language)
     options = {"profile": profile, "max_tokens": max_tokens, "top_k": top_k,
                "conversation_context": list(turns) or None, "locale": locale, "language": language,
                "path_glob": path_glob, "kind": kind}

@@ -63,9 +63,10 @@ def parse_kinds(value: str | None) -> set[str] | None:
 
 
 def parse_language(value: str | None) -> str | None:
-    """The chunk ``language`` a ``--lang`` value names (a name, alias or extension); UsageError for an unknown one."""
-    if value is None:
-        return None
+    """The chunk ``language`` a ``--lang`` value names (a name, alias or extension); UsageError for an unknown one.
+    None or an empty value is no filter."""
+    if not value:
+        return value
     from localidx.chunk import resolve_language
 
     return resolve_language(value)
