@@ -136,13 +136,28 @@ class Backend:
 
         def here() -> dict:
             from localidx.indexer import run_index
+            from localidx.lock import IndexBusy
 
-            return run_index(self.root, self.in_git, self.settings, only=only, rebuild=rebuild, embed=embed,
-                             wait_s=wait_s, progress=progress).to_dict()
+            try:
+                return run_index(self.root, self.in_git, self.settings, only=only, rebuild=rebuild, embed=embed,
+                                 wait_s=wait_s, progress=progress).to_dict()
+            except IndexBusy as exc:
+                raise self._daemon_holds(exc) from None
 
         params: dict[str, Any] = {"reason": reason, **({"wait": True} if wait else {}),
                                   **({"paths": only} if only is not None else {})}
         return self._call("index/reindex", params, here, as_long_as_it_takes=wait, before=refuse_or_announce)
+
+    def _daemon_holds(self, exc):
+        """The IndexBusy to show: when the holder is this work tree's daemon, say so and what to do instead."""
+        from localidx.daemon import lifecycle
+        from localidx.lock import IndexBusy
+
+        status = lifecycle.read_status(lifecycle.daemon_paths(self.root, self.in_git, self.settings).status)
+        if not exc.holder or status is None or status["pid"] != exc.holder:
+            return exc
+        return IndexBusy(f"this work tree's daemon (pid {exc.holder}) holds the index: run `localidx index` without "
+                         "--no-daemon and the daemon does the run, or `localidx daemon stop` first", exc.holder)
 
     def status(self) -> dict:
         """Where the index is and what it holds (``localidx status --json``); from a daemon, also ``daemon``."""

@@ -20,7 +20,7 @@ import click
 from localidx import __version__
 from localidx.console import echo_json as _echo_json
 from localidx.console import echo_warnings as _echo_warnings
-from localidx.console import error_exit, print_search
+from localidx.console import error_exit, glob_from_here, parse_language, print_search
 from localidx.console import parse_kinds as _parse_kinds
 from localidx.console import settings_for as _settings
 from localidx.console import text_args as _text_args
@@ -262,8 +262,12 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     click.echo(f"  chunks: {stats['chunks_written']} written, {stats['chunks_deleted']} deleted, "
                f"{stats['chunks_embedded']} embedded, {stats['chunks_reused']} vectors reused, "
                f"{stats['chunks_pending']} waiting for vectors")
-    rate = f", {stats['rate']} chunks/s" if stats["rate"] else ""
-    click.echo(f"  {stats['duration_s']:.2f} s (write {stats['write_s']:.2f} s, embed {stats['embed_s']:.2f} s{rate})")
+    # Each rate beside the time it divides: the run's chunks over the whole run, the embedding rate over embedding.
+    overall = (f", {stats['chunks_written'] / stats['duration_s']:.0f} chunks/s"
+               if stats["chunks_written"] and stats["duration_s"] else "")
+    embedding = f" at {stats['rate']} chunks/s" if stats["rate"] else ""
+    click.echo(f"  {stats['duration_s']:.2f} s in all{overall} (writing {stats['write_s']:.2f} s, embedding "
+               f"{stats['embed_s']:.2f} s{embedding})")
     if stats.get("repairs"):
         click.echo(f"  repaired: {'; '.join(stats['repairs'])}")
     problems = stats.get("failed_files") or []
@@ -324,7 +328,10 @@ def _print_status(root: Path, report: dict) -> None:
     for line in report.get("damage", []):
         remedy = "" if "localidx index" in line else " (run `localidx index`)"
         click.echo(f"  damaged: {_p(line)}{remedy}")
-    if report["state"] == "EMPTY":
+    if report["state"] == "EMPTY" and run:
+        skipped = ", ".join(f"{v} {k}" for k, v in report.get("skipped_by_reason", {}).items())
+        click.echo(f"  0 files to index{f' ({skipped})' if skipped else ''}: nothing here for localidx to search")
+    elif report["state"] == "EMPTY":
         click.echo("  nothing indexed yet: run `localidx index`")
 
 
@@ -362,7 +369,8 @@ def _print_dry_run(report) -> None:
 @click.argument("query", nargs=-1, required=True)
 @click.option("-k", "k", type=click.IntRange(min=1, max=100), default=10, show_default=True, help="Matches to show.")
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "bm25"]), default="hybrid", show_default=True)
-@click.option("--lang", "language", default=None, help="Only this language (python, go, markdown, ...).")
+@click.option("--lang", "language", default=None,
+              help="Only this language: a name, alias or extension (python, ts, c++, markdown, ...).")
 @click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style).")
 @click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...).")
 @click.option("--all-repos", is_flag=True, help="Search every repository shared in the per-user registry "
@@ -371,12 +379,15 @@ def _print_dry_run(report) -> None:
               "matches (\"which file do I open\").")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Highlight the query's terms (auto: on a terminal, unless NO_COLOR is set).")
-@click.option("--json", "as_json", is_flag=True, help="Print {\"matches\": [...]} as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"root\": ..., \"matches\": [...]} as JSON (paths from "
+              "the repository's root).")
+@click.option("--vimgrep", is_flag=True, help="One path:line:column:text line per match, for editors' quickfix lists.")
 @_NO_DAEMON
 def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path_glob: str | None, kind: str | None,
-           all_repos: bool, files: bool, color: str, as_json: bool, no_daemon: bool) -> None:
+           all_repos: bool, files: bool, color: str, as_json: bool, vimgrep: bool, no_daemon: bool) -> None:
     """Search the index for QUERY (the remaining words, quoted or not): BM25 and vectors fused; prints
-    path:start-end, symbol, score, the query's similarity to the chunk, and the lines that matched (with --files:
+    path:start-end (from the current directory), symbol, score, the query's similarity to the chunk, and the lines
+    that matched; --path globs are read from the current directory too (with --files:
     one line per file, its best match and how many matches it holds). A match counts when a query word matched or
     its similarity clears the model's floor; "weak" says when only meaning matched."""
     from localidx.discover import find_root
@@ -385,6 +396,7 @@ def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path
     query, language, path_glob, kind = _text_args(query, language, path_glob, kind)
     if kind:
         _parse_kinds(kind)
+    language = parse_language(language)
     if all_repos:
         from localidx.retrieve.across import search_all_repos
 
@@ -393,10 +405,11 @@ def search(query: tuple[str, ...], k: int, mode: str, language: str | None, path
     else:
         root, in_git = find_root(Path.cwd())
         backend = _backend(root, in_git, _settings(root), no_daemon)
-        response = backend.search(query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind,
-                                  files=files)
+        response = backend.search(query, k=k, mode=mode, language=language,
+                                  path_glob=glob_from_here(path_glob, root), kind=kind, files=files)
+        response = {"root": str(root), **response}
         _say_if_started(backend)
-    print_search(response, as_json, files, mode, query, color)
+    print_search(response, as_json, files, mode, query, color, vimgrep)
 
 
 _CONTEXT_OPTIONS = [
@@ -409,7 +422,8 @@ _CONTEXT_OPTIONS = [
     click.option("--turn", "turns", multiple=True, help="An earlier turn of the conversation, oldest first; "
                  "repeat it. A follow-up question borrows their terms."),
     click.option("--locale", default=None, help="The answer's language tag for the instructions (default en)."),
-    click.option("--lang", "language", default=None, help="Only this language (python, go, markdown, ...)."),
+    click.option("--lang", "language", default=None,
+                 help="Only this language: a name, alias or extension (python, ts, c++, markdown, ...)."),
     click.option("--path", "path_glob", default=None, help="Only paths matching this glob (gitignore style)."),
     click.option("--kind", default=None, help="Only this chunk kind (function, method, class, ...)."),
     click.option("--all-repos", is_flag=True, help="Every repository shared in the per-user registry "
@@ -432,6 +446,7 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
     question, language, path_glob, kind, profile, locale = _text_args(question, language, path_glob, kind, profile,
                                                                       locale)
     turns = _text_args(*turns)
+    language = parse_language(language)
     options = {"profile": profile, "max_tokens": max_tokens, "top_k": top_k,
                "conversation_context": list(turns) or None, "locale": locale, "language": language,
                "path_glob": path_glob, "kind": kind}
@@ -441,7 +456,7 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
         return build_context_all_repos(question, settings=_settings(_root_or_none()), **options)
     root, in_git = find_root(Path.cwd())
     backend = _backend(root, in_git, _settings(root), no_daemon)
-    pack = backend.context(question, **options)
+    pack = backend.context(question, **{**options, "path_glob": glob_from_here(path_glob, root)})
     _say_if_started(backend)
     return pack
 
@@ -776,16 +791,50 @@ def daemon_stop() -> None:
     click.echo(f"daemon stopped (pid {pid})" if pid else "no daemon running")
 
 
+@daemon_group.command(name="restart")
+def daemon_restart() -> None:
+    """Stop this work tree's daemon (if one runs) and start it again, with the settings this shell has now."""
+    from localidx.client import start_daemon, stop_daemon
+    from localidx.daemon.lifecycle import daemon_paths
+
+    root, in_git, settings = _here()
+    old = stop_daemon(daemon_paths(root, in_git, settings))
+    hello, _started = start_daemon(root, in_git, settings)
+    was = f"stopped pid {old}, " if old else ""
+    click.echo(f"daemon restarted: {was}pid {hello['pid']}, socket {hello['daemon']['socket']}")
+
+
+@daemon_group.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Print the daemons as JSON.")
+def daemon_list(as_json: bool) -> None:
+    """Every daemon of yours that runs, over all work trees: work tree, pid, memory and idle time (longest idle
+    first; at most `daemon_max_running` run at once). Looking does not keep them up."""
+    from localidx.client import list_daemons
+
+    found = list_daemons()
+    if as_json:
+        _echo_json({"daemons": found})
+        return
+    if not found:
+        click.echo("no daemons running")
+        return
+    for daemon in found:
+        memory = daemon.get("memory") or {}
+        writer = (daemon.get("writer") or {}).get("state", "?")
+        click.echo(f"{daemon.get('pid'):>7}  {memory.get('rss_mb', 0):>7.0f} MB  idle {daemon.get('idle_s', 0):>6.0f} s"
+                   f"  {writer:<9} {_p(str(daemon.get('root')))}")
+
+
 @daemon_group.command(name="status")
 @click.option("--json", "as_json", is_flag=True, help="Print the daemon's state as JSON.")
 def daemon_status(as_json: bool) -> None:
-    """Whether a daemon serves this work tree and what it is doing; exit status 1 when none runs.
+    """Whether a daemon serves this work tree (or is starting) and what it is doing; exit status 1 when none runs.
 
     Files left by a daemon that crashed are removed."""
     from localidx.client import probe
 
     found = probe(*_here())
-    report = {"running": found.state == "running", "state": found.state, "socket": str(found.paths.socket),
+    report = {"running": found.state in ("running", "starting"), "state": found.state, "socket": str(found.paths.socket),
               "status_file": str(found.paths.status), "log": str(found.paths.log)}
     if found.hello:
         report.update(found.hello["daemon"])
@@ -809,13 +858,16 @@ def daemon_status(as_json: bool) -> None:
         click.echo(f"  log      {report['log']}")
     elif found.state == "running":
         click.echo(f"running  pid {report.get('pid')}, but {found.problem}")
+    elif found.state == "starting":
+        click.echo(f"starting  pid {report.get('pid')} ({found.problem})")
+        click.echo(f"  socket   {report['socket']}")
     elif found.state == "unreachable":
         click.echo(f"unreachable: pid {report.get('pid')} is alive but does not answer on {report['socket']} "
                    f"({found.problem})")
     else:
         stale = f" (removed files left by pid {found.cleaned.get('pid')})" if found.cleaned is not None else ""
         click.echo(f"not running{stale}")
-    if found.state != "running":
+    if not report["running"]:
         sys.exit(1)
 
 

@@ -315,7 +315,7 @@ def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, t
             log.info("restarting the daemon: %s", reason)
             print(f"localidx: restarting the daemon: {reason}", file=sys.stderr)
             stop_daemon(paths)
-            _spawn_and_wait(paths)
+            _spawn_and_wait(paths, settings=settings)
             restarted = True
         except DaemonTimeout:
             raise
@@ -323,7 +323,7 @@ def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, t
             if not start or started:
                 raise
             lifecycle.clean_stale(paths)
-            _spawn_and_wait(paths)
+            _spawn_and_wait(paths, settings=settings)
             started = True
 
 
@@ -355,8 +355,8 @@ def connect_as_is(root: Path, in_git: bool, settings: Settings, timeout: float =
 
 @dataclass
 class Probe:
-    """What ``localidx daemon status`` finds: ``state`` is running, unreachable (a live pid whose socket does not
-    answer) or stopped; ``cleaned`` holds the status of a crashed daemon whose files were just removed, ``status``
+    """What ``localidx daemon status`` finds: ``state`` is running, starting (on its way up: it counts as running),
+    unreachable (a live pid whose socket does not answer) or stopped; ``cleaned`` holds the status of a crashed daemon whose files were just removed, ``status``
     the status file still there (unreachable, or stale files kept while another process holds the write lock)."""
 
     state: str
@@ -377,6 +377,9 @@ def probe(root: Path, in_git: bool, settings: Settings, timeout: float = 5.0) ->
         return Probe("running", paths, status=lifecycle.read_status(paths.status), problem=str(exc))
     except (DaemonUnavailable, DaemonError) as exc:
         problem = str(exc)
+    starting = lifecycle.starting_pid(paths)
+    if starting is not None:
+        return Probe("starting", paths, status={"pid": starting}, problem="on its way up: loading the index and model")
     cleaned = lifecycle.clean_stale(paths)
     status = lifecycle.read_status(paths.status)
     if status is not None and lifecycle.pid_alive(status["pid"]):
@@ -403,6 +406,7 @@ def stop_daemon(paths: lifecycle.DaemonPaths, timeout: float = STOP_TIMEOUT_S) -
     Returns the pid stopped, or None when none ran. Raises DaemonUnavailable when it is still alive after
     ``timeout`` seconds."""
     lifecycle.check_socket_dir(paths.socket, create=False)  # as every connect does: never a socket of another user
+    _wait_for_a_start(paths)
     status = lifecycle.read_status(paths.status)
     pid = status["pid"] if status else None
     try:
@@ -430,6 +434,59 @@ def stop_daemon(paths: lifecycle.DaemonPaths, timeout: float = STOP_TIMEOUT_S) -
     return pid
 
 
+def list_daemons(timeout: float = 2.0) -> list[dict]:
+    """Every daemon of this user that answers in localidx's runtime dir (``LOCALIDX_SOCK`` ones aside): the
+    ``daemon`` part of each hello (root, pid, socket, memory, idle_s, ...), longest idle first. A hello is no
+    activity: looking does not keep a daemon up."""
+    directory = lifecycle.runtime_dir()
+    try:
+        lifecycle.check_socket_dir(directory / "probe.sock", create=False)
+        sockets = sorted(directory.glob("*.sock"))
+    except (LocalidxError, OSError):
+        return []
+    found = []
+    for sock in sockets:
+        try:
+            with Client.open(sock, timeout) as client:
+                hello = client.request("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION,
+                                                        "client": "localidx"})
+        except (LocalidxError, OSError):
+            continue
+        if isinstance(hello, dict) and isinstance(hello.get("daemon"), dict):
+            found.append(hello["daemon"])
+    return sorted(found, key=lambda d: -float(d.get("idle_s") or 0))
+
+
+def _make_room(paths: lifecycle.DaemonPaths, settings: Settings) -> None:
+    """Before a daemon starts: stop the daemons idle longest until fewer than ``daemon_max_running`` run (a busy one
+    is never stopped)."""
+    running = [d for d in list_daemons() if d.get("socket") != str(paths.socket)]
+    extra = len(running) - (settings.daemon_max_running - 1)
+    for daemon in running:
+        if extra <= 0:
+            break
+        writer = daemon.get("writer") or {}
+        if writer.get("state") not in ("idle", None) or (daemon.get("connections") or {}).get("subscribed"):
+            continue
+        try:  # asked, not waited for: it finishes its own way out while this command goes on
+            with Client.open(Path(daemon["socket"]), 2.0) as client:
+                client.request("daemon/stop")
+        except (LocalidxError, OSError) as exc:
+            log.debug("could not stop the daemon of %s to make room: %s", daemon["root"], exc)
+            continue
+        log.info("stopped the daemon of %s (idle %.0f s): at most %d run at once", daemon["root"],
+                 daemon.get("idle_s") or 0, settings.daemon_max_running)
+        extra -= 1
+
+
+def _wait_for_a_start(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S) -> None:
+    """A daemon on its way up counts as running: wait until it listens (or its start fails) before acting on it."""
+    if lifecycle.starting_pid(paths) is None:
+        return
+    lifecycle.wait_until(lambda: lifecycle.starting_pid(paths) is None or lifecycle.socket_listening(paths.socket),
+                         timeout)
+
+
 def start_in_background(root: Path, in_git: bool, settings: Settings) -> bool:
     """Start the work tree's daemon and return at once, without waiting for it (the caller does its own work
     meanwhile); True when one was started. Nothing is started while the work tree's write lock is held (a daemon
@@ -448,8 +505,13 @@ def start_in_background(root: Path, in_git: bool, settings: Settings) -> bool:
             pass
     except IndexBusy:
         return False
+    if not lifecycle.claim_start(paths):
+        return False  # another command is starting it: that one says so
+    _make_room(paths, settings)
     _children[:] = [p for p in _children if p.poll() is None]  # reap daemons of this process that have ended
-    _children.append(lifecycle.spawn(paths))
+    process = lifecycle.spawn(paths)
+    _children.append(process)
+    lifecycle.note_starting(paths, process.pid)
     return True
 
 
@@ -457,11 +519,18 @@ def start_in_background(root: Path, in_git: bool, settings: Settings) -> bool:
 _children: list = []
 
 
-def _spawn_and_wait(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S) -> None:
+def _spawn_and_wait(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S,
+                    settings: Settings | None = None) -> None:
     """Start ``localidx daemon run`` detached and wait until a daemon answers hello (it or one started alongside)."""
     _children[:] = [p for p in _children if p.poll() is None]  # reap daemons of this process that have ended
-    process = lifecycle.spawn(paths)
-    _children.append(process)
+    if lifecycle.claim_start(paths):
+        if settings is not None:
+            _make_room(paths, settings)
+        process = lifecycle.spawn(paths)
+        _children.append(process)
+        lifecycle.note_starting(paths, process.pid)
+    else:
+        process = None  # another command is starting it: wait for that one
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -469,7 +538,13 @@ def _spawn_and_wait(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT
             return
         except DaemonUnavailable:
             pass
-        if process.poll() is not None:
+        if process is None and lifecycle.starting_pid(paths) is None:
+            try:
+                _handshake(paths, 2.0, package=False).close()
+                return
+            except DaemonUnavailable:
+                raise DaemonUnavailable(f"the daemon another command started did not start (see {paths.log})") from None
+        if process is not None and process.poll() is not None:
             # It exited: the reason is the last thing it logged. A daemon started alongside may still answer.
             try:
                 _handshake(paths, 2.0, package=False).close()

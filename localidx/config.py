@@ -57,6 +57,7 @@ class Settings:
     daemon_idle_s: float = 3600.0  # stop after this long without a request or a change; 0: never
     daemon_release_s: float = 300.0  # release the model and the index caches after this long without a query; 0: never
     daemon_max_connections: int = 1000  # open connections the daemon serves; more are answered "overloaded"
+    daemon_max_running: int = 3  # a user's daemons at once; starting one more stops the one idle longest
     watch: bool = True  # the daemon watches the work tree (else only hooks and requests reach it)
     watch_debounce_s: float = 0.3  # quiet time before a burst of file events becomes one batch
     # Whether the CLI's commands go through the work tree's daemon: "auto" (use it, and start it in the background
@@ -116,8 +117,8 @@ _TIB = 1 << 40
 # Settings only a client reads (whether to use a daemon; the LLM that `ask` and query rewriting call): a client that
 # differs in these alone is served by the running daemon as it is. With ``summarize`` on, the daemon's indexing calls
 # the LLM too, and the LLM's settings count.
-CLIENT_ONLY = ("daemon", "llm_base_url", "llm_model", "llm_api_key_env", "llm_timeout_s", "llm_context_tokens",
-               "llm_answer_tokens", "llm_first_token_s", "llm_idle_s")
+CLIENT_ONLY = ("daemon", "daemon_max_running", "llm_base_url", "llm_model", "llm_api_key_env", "llm_timeout_s",
+               "llm_context_tokens", "llm_answer_tokens", "llm_first_token_s", "llm_idle_s")
 DAEMON_CHOICES = ("auto", "running", "never")
 
 
@@ -184,6 +185,7 @@ RULES: dict[str, _Rule] = {
     "daemon_idle_s": _Rule(0, 365 * 86400, limit="upper0"),  # 0: never
     "daemon_release_s": _Rule(0, 365 * 86400, limit="upper0"),  # 0: never
     "daemon_max_connections": _Rule(1, 1_000_000, limit="upper"),
+    "daemon_max_running": _Rule(1, 64, limit="upper"),
     "watch": _Rule(),
     "watch_debounce_s": _Rule(0, 60),
     "daemon": _Rule(check=lambda v: v in DAEMON_CHOICES, allowed='"auto", "running" or "never"'),

@@ -62,6 +62,16 @@ def parse_kinds(value: str | None) -> set[str] | None:
     return kinds
 
 
+def parse_language(value: str | None) -> str | None:
+    """The chunk ``language`` a ``--lang`` value names (a name, alias or extension); UsageError for an unknown one.
+    None or an empty value is no filter."""
+    if not value:
+        return value
+    from localidx.chunk import resolve_language
+
+    return resolve_language(value)
+
+
 class TerminalStream:
     """A text stream in front of another (stdout, stderr) that writes what it is given through
     ``terminal_text``; ``write_styled`` keeps colour sequences and carriage returns too. It has no ``buffer``: a
@@ -134,14 +144,64 @@ def echo_warnings(warnings: list[str]) -> None:
         echo(f"localidx: warning: {_p(warning)}", err=True)
 
 
-def print_search(response: dict, as_json: bool, files: bool, mode: str, query: str, color_choice: str) -> None:
+def glob_from_here(path_glob: str | None, root: Path) -> str | None:
+    """A ``--path`` glob as typed in the current directory, as the repository-relative glob search reads: from a
+    subdirectory ``sub``, ``utils/**`` is ``/sub/utils/**`` and a bare name (``*.ts``) is any file of that name
+    below ``sub`` (``/sub/**/*.ts``); one that starts with ``/`` is from the repository's root already."""
+    if not path_glob or path_glob.startswith("/"):
+        return path_glob
+    try:
+        here = Path.cwd().resolve().relative_to(root)
+    except (OSError, ValueError):
+        return path_glob
+    if not here.parts:
+        return path_glob
+    glob = path_glob[2:] if path_glob.startswith("./") else path_glob
+    if "/" in glob.rstrip("/"):
+        return f"/{here.as_posix()}/{glob}"
+    return f"/{here.as_posix()}/**/{glob}"
+
+
+def shown_path(path: str, root: str | None) -> str:
+    """A repository-relative path as the user should read it: relative to the current directory (as git status,
+    ripgrep and compilers print paths), when that is inside the repository."""
+    if not root:
+        return path
+    try:
+        here = Path.cwd().resolve()
+        Path(here).relative_to(root)
+    except (OSError, ValueError):
+        return path
+    return os.path.relpath(os.path.join(root, path), here)
+
+
+def print_search(response: dict, as_json: bool, files: bool, mode: str, query: str, color_choice: str,
+                 vimgrep: bool = False) -> None:
     """What ``localidx search`` prints for the daemon's (or the library's) answer, and its exit status 1 when
     nothing matched."""
     from localidx.highlight import use_color
 
-    print_matches(response, as_json, files, mode, query, use_color(color_choice, sys.stdout.isatty()))
+    if vimgrep and not as_json:
+        print_vimgrep(response)
+    else:
+        print_matches(response, as_json, files, mode, query, use_color(color_choice, sys.stdout.isatty()))
     if not response["matches"]:
         sys.exit(NO_MATCH_EXIT)
+
+
+def print_vimgrep(response: dict) -> None:
+    """One ``path:line:column:text`` line per match (``rg --vimgrep``'s form, which editors' quickfix lists and
+    terminals' link detection read): the match's first line, its symbol after the text."""
+    echo_warnings(response.get("warnings", []))
+    if not response["matches"]:
+        echo("localidx: no matches", err=True)
+    root = response.get("root")
+    for m in response["matches"]:
+        first = next((line for line in (m.get("text") or "").splitlines() if line.strip()), "")
+        label = m.get("symbol") or m.get("title") or ""
+        repo = f"{_p(m['repo'])}: " if m.get("repo") else ""
+        echo(f"{repo}{_p(shown_path(m['path'], root))}:{m['start_line']}:1:{_p(first.strip())}"
+             + (f"  [{_p(label)}]" if label else ""))
 
 
 def print_matches(response: dict, as_json: bool, files: bool = False, mode: str = "hybrid", query: str = "",
@@ -149,6 +209,7 @@ def print_matches(response: dict, as_json: bool, files: bool = False, mode: str 
     if as_json:
         echo_json(response)
         return
+    root = response.get("root")
     echo_warnings(response.get("warnings", []))
     matches = response["matches"]
     if not matches:
@@ -162,7 +223,7 @@ def print_matches(response: dict, as_json: bool, files: bool = False, mode: str 
         for f in response["files"]:
             repo = f"{_p(f['repo'])}: " if f.get("repo") else ""
             count = f"{f['matches']} match{'es' if f['matches'] != 1 else ''}"
-            echo(f"{repo}{_p(f['path'])}  {f['score']:.3f}  ({count}; best {f['start_line']}-{f['end_line']}"
+            echo(f"{repo}{_p(shown_path(f['path'], root))}  {f['score']:.3f}  ({count}; best {f['start_line']}-{f['end_line']}"
                  f"{'  ' + _p(f['symbol']) if f['symbol'] else ''})")
         return
     from localidx.highlight import MAGENTA, RESET, query_terms, render, snippet
@@ -173,7 +234,7 @@ def print_matches(response: dict, as_json: bool, files: bool = False, mode: str 
         stale = "  [stale: file changed since indexed]" if m["stale"] else ""
         repo = f"{_p(m['repo'])}: " if m.get("repo") else ""
         sim = f"  sim {m['similarity']:.2f}" if m.get("similarity") is not None else ""
-        where = f"{repo}{_p(m['path'])}:{m['start_line']}-{m['end_line']}"
+        where = f"{repo}{_p(shown_path(m['path'], root))}:{m['start_line']}-{m['end_line']}"
         echo(f"{MAGENTA + where + RESET if color else where}  {_p(label)}  {m['score']:.3f}{sim}{stale}", color=color)
         for line in snippet(m["text"], m["start_line"], terms):
             echo(render(line, color, _p), color=color)
@@ -182,6 +243,10 @@ def print_matches(response: dict, as_json: bool, files: bool = False, mode: str 
 def error_exit(exc: BaseException) -> int:
     """How a command that raised ``exc`` ends: a LocalidxError as one line and its exit code; a closed pipe or ^C
     as 130; anything else is a bug, said in one line (exit 3; re-raised under ``LOCALIDX_DEBUG=1``)."""
+    if not isinstance(exc, LocalidxError):
+        from localidx.errors import disk_full
+
+        exc = disk_full(exc) or exc
     if isinstance(exc, LocalidxError):
         echo(f"localidx: error: {_p(exc)}", err=True)
         return exc.exit_code

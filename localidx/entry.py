@@ -25,7 +25,8 @@ import os
 import sys
 from pathlib import Path
 
-from localidx.console import echo, error_exit, guard_terminal, parse_kinds, print_search, settings_for, text_args
+from localidx.console import (echo, error_exit, glob_from_here, guard_terminal, parse_kinds, parse_language, print_search,
+                              settings_for, text_args)
 
 # The options of `localidx search` that the fast path takes: option -> (parameter, what it holds: bool for a flag,
 # str, a range of integers or a tuple of choices) and the parameters' defaults, as cli.py's click definition has
@@ -39,9 +40,10 @@ SEARCH_OPTIONS: dict[str, tuple[str, object]] = {
     "--files": ("files", bool),
     "--color": ("color", ("auto", "always", "never")),
     "--json": ("as_json", bool),
+    "--vimgrep": ("vimgrep", bool),
 }
 SEARCH_DEFAULTS = {"k": 10, "mode": "hybrid", "language": None, "path_glob": None, "kind": None, "files": False,
-                   "color": "auto", "as_json": False}
+                   "color": "auto", "as_json": False, "vimgrep": False}
 COMPLETE_ENV = "_LOCALIDX_COMPLETE"  # click's shell completion for the prog name "localidx": click's to answer
 
 
@@ -106,6 +108,7 @@ def _search_through_daemon(args: list[str]) -> bool:
                                                      options["path_glob"], options["kind"])
         if kind:
             parse_kinds(kind)
+        language = parse_language(language)
         root, in_git = find_root(Path.cwd())
         settings = settings_for(root)
         if command_policy(settings) == "never":
@@ -113,11 +116,12 @@ def _search_through_daemon(args: list[str]) -> bool:
         client = connect(root, in_git, settings, restart=False)
     except Exception:  # noqa: BLE001 - the CLI does it again and says what is wrong
         return False
-    params = search_params(query, k=options["k"], mode=options["mode"], language=language, path_glob=path_glob,
-                           kind=kind, files=options["files"])
+    params = search_params(query, k=options["k"], mode=options["mode"], language=language,
+                           path_glob=glob_from_here(path_glob, root), kind=kind, files=options["files"])
     with client:
-        response = client.request("search/query", params, timeout=REQUEST_TIMEOUT_S)
-    print_search(response, options["as_json"], options["files"], options["mode"], query, options["color"])
+        response = {"root": str(root), **client.request("search/query", params, timeout=REQUEST_TIMEOUT_S)}
+    print_search(response, options["as_json"], options["files"], options["mode"], query, options["color"],
+                 options["vimgrep"])
     return True
 
 

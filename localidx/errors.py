@@ -37,6 +37,36 @@ class IndexDamaged(LocalidxError):
     exit_code = 2
 
 
+class DiskFull(LocalidxError):
+    """The disk under the index (or another file localidx writes) is full: nothing is damaged and no repair is
+    tried; the message says where and how much is free."""
+
+    exit_code = 2
+
+
+_FULL_SIGNS = ("no space left on device", "os error 28", "database or disk is full")
+
+
+def disk_full(exc: BaseException, where=None) -> DiskFull | None:
+    """The ``DiskFull`` that ``exc`` means (ENOSPC, or LanceDB's or SQLite's words for it), else None. ``where``:
+    the directory to name, when the exception does not name a file."""
+    import errno
+    import os
+    import shutil
+
+    text = str(exc).lower()
+    if not (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) and not any(sign in text for sign in _FULL_SIGNS):
+        return None
+    place = where or getattr(exc, "filename", None) or "."
+    place = os.path.dirname(place) if os.path.isfile(place) else place
+    try:
+        free = f"{shutil.disk_usage(place).free / 1e6:.1f} MB free"
+    except OSError:
+        free = "free space unknown"
+    return DiskFull(f"no space left on device at {place} ({free}): free some space and run it again; the index "
+                    "was not damaged")
+
+
 class IndexNotReady(LocalidxError):
     """The work tree has no index yet (or none for the configured model)."""
 

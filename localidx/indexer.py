@@ -59,6 +59,11 @@ PENDING_SINCE = "pending_since"  # catalog meta: epoch seconds since chunks have
 SETTLED = "settled"  # catalog meta: what a pass that left nothing to do saw (``_settled``); "" otherwise
 
 
+def _did_something(stats: "RunStats") -> bool:
+    return bool(stats.files_processed or stats.files_deleted or stats.files_failed or stats.chunks_written
+                or stats.chunks_embedded or stats.chunks_deleted or stats.chunks_explained or stats.rebuilt)
+
+
 @dataclass
 class RunStats:
     """The record of one indexing run (``localidx index --json`` prints it).
@@ -219,7 +224,9 @@ def sync_work_tree(index: Index, root: Path, settings: Settings, only: list[str]
     if stats.chunks_written or stats.chunks_embedded or stats.files_deleted:
         _compact_now_and_then(index)
     stats.duration_s = round(time.perf_counter() - started, 3)
-    index.catalog.set_last_run(stats.to_dict())
+    if _did_something(stats) or index.catalog.last_run() is None:
+        # A pass that found nothing to do (a daemon's start-up check) does not hide the run that did the work.
+        index.catalog.set_last_run(stats.to_dict())
     index.catalog.set_meta(SETTLED, _settled(index, settings, stats) or "")
     from localidx import registry
 
@@ -284,7 +291,8 @@ def _nothing_to_do(paths, root: Path, settings: Settings, only: list[str] | None
         progress("scan", files=stats.files_seen, skipped=len(found.skipped), changed=0, deleted=0)
         progress("written", chunks=0)
         stats.duration_s = round(time.perf_counter() - clock, 3)
-        catalog.set_last_run(stats.to_dict())
+        if catalog.last_run() is None:
+            catalog.set_last_run(stats.to_dict())
     finally:
         catalog.close()
     from localidx import registry
@@ -649,8 +657,12 @@ class _Batch:
                     self._failed(one, exc_one)
 
     def _damage_or(self, exc: BaseException) -> None:
+        from localidx.errors import disk_full
         from localidx.store.index import mark_damaged, storage_error
 
+        full = disk_full(exc, self.index.paths.state)
+        if full is not None:
+            raise full from exc  # not damage: the write did not happen, and a repair would only fill the disk again
         reason = storage_error(exc)
         if reason is not None:
             mark_damaged(self.index.paths, f"a write to the chunk table failed: {reason}")

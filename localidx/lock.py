@@ -16,9 +16,13 @@ from localidx.errors import LocalidxError
 
 
 class IndexBusy(LocalidxError):
-    """Another process is writing this index."""
+    """Another process is writing this index (``holder``: its pid, 0 when it cannot be read)."""
 
     exit_code = 75  # EX_TEMPFAIL: try again later
+
+    def __init__(self, message: str, holder: int = 0):
+        super().__init__(message)
+        self.holder = holder
 
 
 class WriteLock:
@@ -39,7 +43,8 @@ class WriteLock:
                 if time.monotonic() >= deadline:
                     holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
                     os.close(fd)
-                    raise IndexBusy(f"another indexer is running (pid {holder}); wait for it, or pass --wait") from None
+                    raise IndexBusy(f"another indexer is running (pid {holder}); wait for it, or pass --wait",
+                                    int(holder) if holder.isdigit() else 0) from None
                 time.sleep(0.1)
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)

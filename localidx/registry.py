@@ -3,8 +3,9 @@
 Place in the flow: beside the store. The indexer registers its work tree at the end of every successful pass;
 ``localidx repos``, ``search --all-repos``/``context --all-repos`` and the MCP tool ``rag_search_global`` read it.
 
-The registry is one small JSON file, ``platformdirs.user_data_dir("localidx")/registry.json`` (``LOCALIDX_REGISTRY``
-names another file)::
+The registry is one small JSON file, ``platformdirs.user_data_dir("localidx")/registry.json``; with
+``LOCALIDX_HOME`` set, ``registry.json`` in that home, so each state home has its own (``LOCALIDX_REGISTRY`` names
+another file)::
 
     {"version": 1, "repos": [{"name": "app", "root": "/src/app", "index": "/src/app/.git/localidx",
                               "model": "...", "registered_at": 1718000000.0, "last_indexed_at": 1718000300.0,
@@ -47,6 +48,7 @@ from localidx.errors import UsageError
 log = logging.getLogger(__name__)
 
 REGISTRY_ENV = "LOCALIDX_REGISTRY"
+HOME_ENV = "LOCALIDX_HOME"
 FORMAT_VERSION = 1
 
 
@@ -109,10 +111,15 @@ def root_identity(root: Path) -> str:
 
 
 def registry_path() -> Path:
-    """The registry file: ``$LOCALIDX_REGISTRY``, else ``registry.json`` in the per-user data dir."""
+    """The registry file: ``$LOCALIDX_REGISTRY``; else, with ``$LOCALIDX_HOME`` set, ``registry.json`` in that state
+    home (each home lists, prunes and shares its own indexes: a terminal with another home neither sees nor removes
+    them); else ``registry.json`` in the per-user data dir."""
     override = os.environ.get(REGISTRY_ENV)
     if override:
         return Path(override).expanduser()
+    home = os.environ.get(HOME_ENV, "")
+    if home:
+        return Path(home).expanduser().absolute() / "registry.json"
     import platformdirs
 
     return Path(platformdirs.user_data_dir("localidx")) / "registry.json"
@@ -184,11 +191,11 @@ def _write(path: Path, entries: list[Entry]) -> None:
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """Hold the registry's write lock (a sibling file: ``os.replace`` swaps the registry's inode under a reader).
-    The per-user data dir that holds it is made private (0700); a directory ``LOCALIDX_REGISTRY`` names is only
-    created (0700) when missing. The registry itself is 0600 (``mkstemp``)."""
+    The per-user data dir that holds it is made private (0700); a directory ``LOCALIDX_REGISTRY`` or
+    ``LOCALIDX_HOME`` names is only created (0700) when missing. The registry itself is 0600 (``mkstemp``)."""
     from localidx.private import private_dir
 
-    if not os.environ.get(REGISTRY_ENV) or not path.parent.exists():
+    if not (os.environ.get(REGISTRY_ENV) or os.environ.get(HOME_ENV)) or not path.parent.exists():
         private_dir(path.parent)
     fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:

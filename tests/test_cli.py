@@ -84,6 +84,8 @@ def test_a_file_saved_with_a_byte_order_mark_chunks_like_the_same_file_without_o
     (("chunks", "app"), "is a directory"),
     (("index", "--dry-run", "nowhere"), "no such file"),
     (("index", "--dry-run", "--include-kinds", "function,bogus"), "unknown kind"),
+    (("search", "users", "--lang", "klingon", "--no-daemon"), "unknown language 'klingon': use one of bash, c, cpp"),
+    (("context", "users", "--lang", "klingon", "--no-daemon"), "unknown language"),
 ])
 def test_bad_input_is_one_line_and_non_zero(repo, args, needle):
     assert needle in assert_one_line_error(run(repo, *args))
@@ -166,14 +168,75 @@ def test_index_json_record_and_status_states(repo, tmp_path):
                 "duration_s", "rate"):
         assert key in record
     assert record["files_processed"] == 3 and record["files_skipped"] == 3
+    human = run_env(repo, env, "index")
+    assert f"s in all, " in human.stderr + human.stdout or "s in all (" in human.stderr + human.stdout
     ready = json.loads(run_env(repo, env, "status", "--json").stdout)
     assert ready["state"] == "READY" and ready["chunks"] == record["chunks_written"]
+    # The second run found nothing to do: the status still shows the run that did the work.
+    assert ready["last_run"]["files_processed"] == 3 and ready["last_run"]["chunks_written"] == record["chunks_written"]
     assert ready["embedding_progress"] == 1.0 and ready["chunks_by_language"]["python"] >= 1
     (repo / "app" / "api.py").write_text(APP + "\n\ndef extra():\n    return 1\n")
     stale = json.loads(run_env(repo, env, "status", "--json").stdout)
     assert stale["state"] == "STALE" and stale["changed_files"] == ["app/api.py"]
     human = run_env(repo, env, "status")
     assert human.stdout.startswith("STALE") and "run `localidx index`" in human.stdout
+
+
+def test_a_state_dir_inside_the_work_tree_is_never_indexed(repo):
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(repo / ".lxstate")}  # untracked, not ignored
+    first = run_env(repo, env, "index", "--json")
+    assert first.returncode == 0, first.stderr
+    record = json.loads(first.stdout)
+    assert record["files_processed"] == 3
+    second = json.loads(run_env(repo, env, "index", "--json").stdout)
+    assert second["files_processed"] == 0 and second["chunks_written"] == 0, "the run indexed its own writes"
+    dry = json.loads(run_env(repo, env, "index", "--dry-run", "--json").stdout)
+    assert {"path": ".lxstate", "reason": "localidx-state"} in dry["skipped_files"], dry
+    assert not any(s["path"].startswith(".lxstate/") for s in dry["skipped_files"]), "listed once, as its directory"
+    status = json.loads(run_env(repo, env, "status", "--json").stdout)
+    assert status["state"] == "READY" and not status.get("changed_files")
+
+
+def test_lang_takes_names_aliases_and_extensions(repo, tmp_path):
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
+    assert run_env(repo, env, "index", "-q").returncode == 0
+    for value in ("python", "Python", "py", ".py", "python3"):
+        proc = run_env(repo, env, "search", "list users", "--lang", value, "--json", "--no-daemon")
+        assert proc.returncode == 0, (value, proc.stderr)
+        assert {m["path"] for m in json.loads(proc.stdout)["matches"]} == {"app/api.py"}, value
+    yaml = run_env(repo, env, "search", "port", "--lang", "yml", "--json", "--no-daemon")
+    assert {m["language"] for m in json.loads(yaml.stdout)["matches"]} == {"yaml"}
+
+
+def test_an_index_of_nothing_says_so_instead_of_asking_for_an_index(make_repo, tmp_path):
+    root = make_repo({"logo.png": b"\x89PNG\r\n\x1a\n\x00\x00", "package-lock.json": "{}\n"})
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
+    before = run_env(root, env, "status", "--no-daemon")
+    assert before.returncode == 1 and "nothing indexed yet: run `localidx index`" in before.stdout
+    assert run_env(root, env, "index", "-q", "--no-daemon").returncode == 0
+    after = run_env(root, env, "status", "--no-daemon")
+    assert after.returncode == 1 and "run `localidx index`" not in after.stdout, after.stdout
+    assert "0 files to index (1 binary, 1 lock-file)" in after.stdout, after.stdout
+
+
+def test_paths_are_printed_and_globs_read_from_where_you_stand(make_repo, tmp_path):
+    root = make_repo({"src/utils/combine.ts": "export function combine(a: number) {\n  return a + 1;\n}\n",
+                      "src/store.ts": "export function createStore() {\n  return combine(1);\n}\n"})
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
+    assert run_env(root, env, "index", "-q").returncode == 0
+    src = root / "src"
+    scoped = run_env(src, env, "search", "combine", "--path", "utils/**", "--no-daemon")
+    assert scoped.returncode == 0 and scoped.stdout.startswith("utils/combine.ts:1-3  combine"), scoped.stdout
+    below = run_env(src / "utils", env, "search", "combine", "--path", "*.ts", "--no-daemon")  # any depth below here
+    assert [line.split()[0] for line in below.stdout.splitlines() if not line.startswith(" ")] == ["combine.ts:1-3"]
+    unscoped = run_env(src / "utils", env, "search", "combine", "--no-daemon")
+    assert [line.split()[0] for line in unscoped.stdout.splitlines() if not line.startswith(" ")] == [
+        "combine.ts:1-3", "../store.ts:1-3"]
+    assert run_env(src, env, "search", "combine", "--path", "/utils/**", "--no-daemon").returncode == 1  # from the root
+    answer = json.loads(run_env(src, env, "search", "combine", "--json", "--no-daemon").stdout)
+    assert answer["root"] == str(root.resolve()) and answer["matches"][0]["path"] == "src/utils/combine.ts"
+    vim = run_env(src, env, "search", "combine", "--vimgrep", "--no-daemon")
+    assert vim.stdout.splitlines()[0] == "utils/combine.ts:1:1:export function combine(a: number) {  [combine]"
 
 
 def test_unloadable_model_is_one_line(repo, tmp_path):

@@ -293,7 +293,8 @@ def test_a_search_with_no_daemon_answers_and_starts_one_for_the_next(daemons):
     first = d.cli("search", "verify", "token", "--json", env=env)
     assert first.returncode == 0, first.stderr
     assert "started this work tree's daemon in the background" in first.stderr
-    wait_for(lambda: d.cli("daemon", "status").returncode == 0, 60, "the daemon the search started")
+    wait_for(lambda: json.loads(d.cli("daemon", "status", "--json").stdout)["state"] == "running", 60,
+             "the daemon the search started")
     assert not handled(d, "search/query")
     second = d.cli("search", "verify", "token", "--json", env=env)
     assert second.returncode == 0 and second.stderr == ""
@@ -301,6 +302,37 @@ def test_a_search_with_no_daemon_answers_and_starts_one_for_the_next(daemons):
     assert handled(d, "search/query") == 1
     status = d.cli("status", "--json", env=env)
     assert status.returncode == 0 and status.stderr == "" and handled(d, "index/status") == 1
+
+
+def test_a_daemon_being_started_counts_as_running_and_only_its_starter_says_so(daemons):
+    """Three searches at once start one daemon and only one of them says so; a stop right after a search that
+    started one waits for it and stops it (it said 'no daemon running' while the daemon was still on its way up),
+    and status agrees at every step; restart gives a new pid."""
+    import concurrent.futures
+
+    d = daemons
+    assert d.cli("index", "--quiet").returncode == 0
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        runs = list(pool.map(lambda _: d.cli("search", "verify", "token", env=AUTO), range(3)))
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    assert sum("started this work tree's daemon" in r.stderr for r in runs) == 1, [r.stderr for r in runs]
+    status = json.loads(d.cli("daemon", "status", "--json").stdout)
+    assert status["running"] and status["state"] in ("starting", "running"), status
+    d.pids.add(status["pid"])
+    stop = d.cli("daemon", "stop")
+    assert stop.returncode == 0 and stop.stdout == f"daemon stopped (pid {status['pid']})\n", (status, stop.stdout)
+    assert d.cli("daemon", "status").returncode == 1
+    assert not lifecycle.pid_alive(status["pid"]), "the daemon outlived the stop"
+    assert "started this work tree's daemon" in d.cli("search", "verify", "token", env=AUTO).stderr
+    stop = d.cli("daemon", "stop")
+    assert stop.stdout.startswith("daemon stopped (pid"), stop.stdout
+    d.start()
+    first = d.cli("daemon", "start")
+    restarted = d.cli("daemon", "restart")
+    assert restarted.returncode == 0, restarted.stderr
+    old_pid = int(first.stdout.split("pid ")[1].split(",")[0])
+    assert f"stopped pid {old_pid}," in restarted.stdout and f"pid {old_pid}, socket" not in restarted.stdout
+    d.remember()
 
 
 HEAVY = ("lancedb", "pyarrow", "numpy", "pandas", "tree_sitter", "onnxruntime", "tokenizers", "pygit2", "pathspec")
@@ -399,6 +431,10 @@ def test_no_daemon_keeps_the_work_in_this_process_while_a_daemon_runs(daemons):
     assert proc.returncode == 0 and json.loads(proc.stdout)["matches"][0]["path"] == "auth.py"
     assert not handled(d, "search/query")
     assert d.cli("search", "verify", "token", env=AUTO).returncode == 0 and handled(d, "search/query") == 1
+    # Indexing in this process while the daemon holds the index: the message names the daemon, not an "indexer".
+    busy = d.cli("index", "--no-daemon")
+    assert busy.returncode == 75 and busy.stderr.count("\n") == 1, busy.stderr
+    assert "this work tree's daemon (pid" in busy.stderr and "without --no-daemon" in busy.stderr, busy.stderr
 
 
 def test_chunks_goes_through_the_running_daemon_and_prints_what_it_prints_by_itself(daemons):
@@ -465,6 +501,63 @@ def test_idle_daemon_stops_by_itself(daemons):
     wait_for(lambda: not lifecycle.pid_alive(pid), 30, "the idle daemon to stop")
     assert not d.paths.status.exists() and not d.paths.socket.exists()
     assert "idle for 1 s" in d.cli("daemon", "logs").stdout
+
+
+def test_a_daemon_whose_work_tree_is_deleted_stops_by_itself(daemons):
+    import shutil
+
+    d = daemons
+    pid = d.start()
+    log_path = d.paths.log
+    shutil.rmtree(d.root)
+    try:
+        wait_for(lambda: not lifecycle.pid_alive(pid), 30, "the daemon of a deleted work tree to stop")
+        assert "was deleted" in log_path.read_text()
+    finally:
+        d.root.mkdir()  # the teardown's `daemon stop` runs there
+
+
+def test_a_second_home_gets_a_daemon_of_its_own_and_leaves_the_first_running(daemons, tmp_path):
+    d = daemons
+    pid = d.start()
+    other = {"LOCALIDX_HOME": str(tmp_path / "other-home")}
+    assert d.cli("index", "--quiet", env=other).returncode == 0
+    second = d.cli("daemon", "start", env=other)
+    assert second.returncode == 0, second.stderr
+    other_pid = int(second.stdout.split("pid ")[1].split(",")[0])
+    d.pids.add(other_pid)
+    assert other_pid != pid and lifecycle.pid_alive(pid), "the first home's daemon was stopped"
+    found = d.cli("search", "verify", "token", "--json", env=other)
+    assert found.returncode == 0 and "restarting" not in found.stderr, found.stderr
+    assert lifecycle.pid_alive(pid)
+    assert d.cli("daemon", "stop", env=other).stdout == f"daemon stopped (pid {other_pid})\n"
+    assert lifecycle.pid_alive(pid)
+
+
+def test_at_most_daemon_max_running_run_and_daemon_list_shows_them(daemons, make_repo):
+    """A second work tree's daemon, with at most one allowed, stops the first (idle) one; `daemon list` shows what
+    runs, and looking at it is no activity that keeps a daemon up."""
+    d = daemons
+    first = d.start()
+    d.ready()  # idle: a daemon busy with its start-up pass is never the one stopped
+    listed = json.loads(d.cli("daemon", "list", "--json").stdout)["daemons"]
+    assert [x["pid"] for x in listed] == [first] and listed[0]["root"] == str(d.root.resolve())
+    assert listed[0]["memory"]["rss_mb"] > 0 and listed[0]["idle_s"] >= 0
+    other = make_repo({"notes.py": "def other():\n    return 1\n"}, name="other")
+    started = subprocess.run([sys.executable, "-m", "localidx", "daemon", "start"], cwd=other, capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "LOCALIDX_DAEMON_MAX_RUNNING": "1"})
+    assert started.returncode == 0, started.stderr
+    second = int(started.stdout.split("pid ")[1].split(",")[0])
+    d.pids.add(second)
+    try:
+        wait_for(lambda: not lifecycle.pid_alive(first), 40, "the idle daemon to make room")
+        listed = json.loads(d.cli("daemon", "list", "--json").stdout)["daemons"]
+        assert [x["pid"] for x in listed] == [second]
+        human = d.cli("daemon", "list").stdout
+        assert str(second) in human and str(other.resolve()) in human and " MB " in human
+    finally:
+        subprocess.run([sys.executable, "-m", "localidx", "daemon", "stop"], cwd=other, capture_output=True,
+                       timeout=120)
 
 
 # -- versions -------------------------------------------------------------------------------------------------
@@ -761,6 +854,27 @@ def test_an_editor_style_atomic_save_is_picked_up_by_the_watcher(daemons):
     wait_for(found, 30, "the watcher's change to be indexed")
 
 
+def test_a_search_while_an_update_is_pending_says_so(daemons):
+    """A save the watcher is still gathering (a long quiet time here) is not searchable yet: the search says so,
+    in JSON and on stderr, and once the update is in the warning is gone."""
+    pytest.importorskip("localidx.discover.watch")
+    d = daemons
+    d.start(env={"LOCALIDX_WATCH": "1", "LOCALIDX_WATCH_DEBOUNCE_S": "8"})
+    d.ready()
+    quiet = d.cli("search", "verify", "token", "--json")
+    assert "updatePending" not in json.loads(quiet.stdout)
+    (d.root / "auth.py").write_text(AUTH + "\n\ndef rotate_signing_keys(keyring):\n    return keyring.rotate()\n")
+    time.sleep(0.5)
+    pending = d.cli("search", "rotate", "signing", "keys", "--json")
+    answer = json.loads(pending.stdout)
+    assert answer["updatePending"] is True and any("update of the index is pending" in w for w in answer["warnings"])
+    plain = d.cli("search", "verify", "token")
+    assert "update of the index is pending" in plain.stderr
+    wait_for(lambda: any("def rotate_signing_keys" in m["text"] for m in search_over_socket(d, "rotate signing keys")),
+             60, "the change to be indexed")
+    assert "updatePending" not in json.loads(d.cli("search", "verify", "token", "--json").stdout)
+
+
 # -- many clients, large responses, the idle release, subscriptions ------------------------------------------
 
 
@@ -841,6 +955,7 @@ def test_past_the_connection_cap_a_client_is_told_so_and_the_client_waits_for_a_
 
     d = daemons
     d.start(env={"LOCALIDX_DAEMON_MAX_CONNECTIONS": "8"})
+    d.ready()  # the start-up pass is over: the status asked below is READY, not INDEXING, on a loaded machine too
     held = [d.raw() for _ in range(8)]
     for n, raw in enumerate(held):
         assert raw.ask("daemon/hello", {"protocol_version": protocol.PROTOCOL_VERSION}, id_=n)["id"] == n

@@ -420,3 +420,33 @@ def status_in_process(root: Path, settings) -> dict:
     from localidx.status import index_status
 
     return index_status(root, True, settings)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root (CI runs as root)")
+def test_a_full_disk_is_said_as_such_and_nothing_is_marked_damaged(make_repo, tmp_path):
+    """An index on a full disk: one line naming the place and the free space, exit 2, no damage marker (so no
+    rebuild beside the old index is tried on the same full disk); with room again the next run just indexes."""
+    files = {f"m{i}.py": f'def f{i}(x):\n    """Compute {i}."""\n    return x * {i} + {i}\n' for i in range(200)}
+    root = make_repo(files)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(disk)], check=True)
+    try:
+        env = {**os.environ, "LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(disk / "home")}
+
+        def lx(*args):
+            return subprocess.run([sys.executable, "-m", "localidx", *args, "--no-daemon"], cwd=root, env=env,
+                                  capture_output=True, text=True, timeout=300)
+
+        full = lx("index", "-q")
+        assert full.returncode == 2 and "Traceback" not in full.stderr, full.stderr
+        line = full.stderr.strip().splitlines()[-1]
+        assert line.startswith(f"localidx: error: no space left on device at {disk / 'home'} ("), line
+        assert "damaged" not in line.replace("not damaged", "") and "lance error" not in line
+        assert "DAMAGED" not in lx("status").stdout
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        again = lx("index", "--json")
+        assert again.returncode == 0, again.stderr
+        assert json.loads(lx("status", "--json").stdout)["state"] == "READY"
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

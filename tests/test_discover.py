@@ -409,6 +409,7 @@ def test_skip_reasons_are_the_documented_set():
         "binary", "too-large", "minified", "lock-file", "generated", "secret-file",
         "symlink-outside", "symlink-into-git", "unreadable", "localidxignore", "not-a-file", "undecodable-name",
         "secret-in-path",
+        "localidx-state",
     }
 
 

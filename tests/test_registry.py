@@ -228,4 +228,26 @@ def test_search_in_a_subdirectory_of_an_indexed_directory_outside_git_reads_its_
     assert cli("index", "--quiet", cwd=root).returncode == 0
     proc = cli("search", "verify token", cwd=root / "src" / "auth")
     assert proc.returncode == 0, proc.stderr
-    assert "not indexed" not in proc.stderr and "src/auth/tokens.py" in proc.stdout
+    assert "not indexed" not in proc.stderr and proc.stdout.startswith("tokens.py:1-2  verify_token")  # from here
+
+
+def test_each_state_home_has_a_registry_of_its_own(make_repo, tmp_path, monkeypatch):
+    """Two terminals with two LOCALIDX_HOMEs: each lists its own index, and a home whose index is removed prunes
+    only its own entry (one registry for every home listed both and let one home remove the other's)."""
+    monkeypatch.delenv(registry.REGISTRY_ENV)
+    root = make_repo({"app.py": "def main():\n    return 1\n"})
+    homes = {name: tmp_path / name for name in ("first", "second")}
+
+    def lx(home: Path, *args: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "LOCALIDX_HOME": str(home), "LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_DAEMON": "never"}
+        return subprocess.run([sys.executable, "-m", "localidx", *args], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    for home in homes.values():
+        assert lx(home, "index", "-q").returncode == 0
+    for home in homes.values():
+        listed = json.loads(lx(home, "repos", "--json").stdout)
+        assert listed["registry"] == str(home / "registry.json")
+        assert [(r["root"], r["index"]) for r in listed["repos"]] == [(str(root.resolve()), str(home))]
+    shutil.rmtree(homes["first"])
+    assert json.loads(lx(homes["second"], "repos", "--json").stdout)["repos"][0]["index"] == str(homes["second"])

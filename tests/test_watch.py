@@ -176,6 +176,16 @@ def test_ignored_paths_and_git_internals_produce_no_batch(tmp_path, start_watche
     assert got.settle() == []
 
 
+def test_writes_to_a_state_dir_inside_the_tree_produce_no_batch(tmp_path, start_watcher):
+    root = make_repo(tmp_path / "r", BASIC)
+    (root / ".lxstate").mkdir()  # LOCALIDX_HOME=.lxstate: untracked, not ignored
+    watcher, got = start_watcher(root, settings=Settings(home=str(root / ".lxstate")))
+    write(root, {".lxstate/lancedb/t.lance/data/0.lance": "rows", ".lxstate/daemon.log": "line\n"})
+    assert got.settle() == []
+    (root / "src" / "app.py").write_text("def main():\n    return 9\n")
+    assert got.settle() == [{"src/app.py"}]
+
+
 def test_new_file_in_new_nested_directories(tmp_path, start_watcher):
     root = make_repo(tmp_path / "r", BASIC)
     watcher, got = start_watcher(root)

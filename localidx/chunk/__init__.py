@@ -24,6 +24,55 @@ IMPORT_ONLY = "import-only"  # the reason an empty or import-only __init__.py ha
 CHUNKING_FAILED = "chunking-failed"  # the reason a file no chunker, not even line windows, could cut
 
 
+def language_label(path: str) -> str:
+    """The ``language`` a file's chunks carry, decided as ``chunk_file`` decides it: the grammar's name, "markdown",
+    a config language, else the text type (``text`` when nothing names it)."""
+    from localidx.chunk.config import config_language
+    from localidx.languages import language_for_path, text_type
+
+    spec = language_for_path(path)
+    if spec is not None:
+        return spec.name
+    if PurePosixPath(path).suffix[1:].lower() in MARKDOWN_EXTENSIONS:
+        return "markdown"
+    return config_language(path) or text_type(path)
+
+
+def known_languages() -> list[str]:
+    """Every ``language`` a chunk can carry, sorted."""
+    from localidx.chunk.config import CONFIG_LANGUAGES
+    from localidx.languages import LANGUAGES, TEXT, text_labels
+
+    return sorted({*LANGUAGES, "markdown", *CONFIG_LANGUAGES.values(), *text_labels(), TEXT})
+
+
+def resolve_language(value: str) -> str:
+    """The chunk ``language`` a ``--lang`` value means: a name in any case (``TypeScript``), an alias from
+    ``languages.toml`` (``golang``, ``c++``) or a file extension with or without its dot (``ts``, ``.rs``). Raises
+    UsageError naming the known languages for anything else, so a typo is not silently "no matches"."""
+    from localidx.errors import UsageError
+    from localidx.languages import alias_of
+
+    wanted = value.strip().lower()
+    known = known_languages()
+    if wanted in known:
+        return wanted
+    named = alias_of(wanted)
+    if named is not None:
+        return named
+    bare = wanted.lstrip(".")
+    if bare and "/" not in bare:
+        label = language_label(f"file.{bare}")
+        if label != "text":
+            return label
+    from localidx.chunk.config import CONFIG_LANGUAGES
+    from localidx.languages import LANGUAGES
+
+    named = sorted({*LANGUAGES, "markdown", *CONFIG_LANGUAGES.values()})
+    raise UsageError(f"unknown language {value!r}: use one of {', '.join(named)}, a file extension (sql, html, ...) "
+                     "or text")
+
+
 @dataclass
 class FileChunks:
     path: str

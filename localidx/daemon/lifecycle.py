@@ -7,13 +7,18 @@ Cheap to import (no lancedb, no tree-sitter): the CLI and the git hooks use it o
   before the daemon answers ``daemon/stop`` (as dmypy does), so a client that starts a new daemon right after never
   has its fresh status file deleted by the old one.
 - **Socket**: ``$LOCALIDX_SOCK`` if set, else ``$XDG_RUNTIME_DIR/localidx/<worktree key>.sock``, else
-  ``/tmp/localidx-<uid>/<worktree key>.sock``. The directory must be ours and private: localidx creates its own
+  ``/tmp/localidx-<uid>/<worktree key>.sock``; with a ``home`` set the key also holds a hash of that state dir, so
+  each index of a work tree has its own daemon. The directory must be ours and private: localidx creates its own
   runtime dir with mode 0700 and refuses one owned by someone else or writable by group or others (whoever can
   write there could put a socket of their own in our place). Anyone can make ``/tmp/localidx-<uid>`` before us: when
   that one is not ours, the runtime dir is ``run`` in the per-user cache dir instead (under the home directory, where
   no one else can make it), so another user cannot turn the daemon off. ``sun_path`` holds 104 bytes on macOS and
   the BSDs (108 on Linux), so a long name is replaced by a hash of it. Every client checks the directory before it
   connects (``daemon stop`` too), and ``stop`` believes only the pid the kernel reports for the socket's peer.
+- **Starting**: whoever starts the daemon first claims ``daemon.starting`` (made by a hard link, so it appears
+  whole or not at all): of several commands racing to start one, exactly one spawns it, and the marker names the
+  process on its way up until it listens, so ``daemon stop`` and ``daemon status`` count a daemon being started as
+  running. A marker whose process is gone, or older than ``STARTING_WINDOW_S``, is stale.
 - **Stale state**: a crash leaves the status file and the socket behind. They are stale when nothing listens on the
   socket and the work tree's write lock is free (a live daemon holds it from before it listens until it exits);
   ``clean_stale`` removes them. A daemon that holds the lock but does not answer is busy or hung, not dead, and is
@@ -49,6 +54,8 @@ log = lazylog.getLogger(__name__)
 STATUS_NAME = "daemon.json"
 FAILED_NAME = "daemon.failed"  # when the last start failed (the log says why); removed once a daemon listens
 LOG_NAME = "daemon.log"
+STARTING_NAME = "daemon.starting"  # a daemon on its way up (see the module docstring); removed once it listens
+STARTING_WINDOW_S = 90.0  # a start that has not listened by then has failed (the client waits 60 s)
 SOCK_ENV = "LOCALIDX_SOCK"
 FAKE_VERSION_ENV = "LOCALIDX_FAKE_VERSION"
 MAX_SOCKET_PATH = 103  # bytes; the smallest sun_path (104, macOS and BSD) less its terminating NUL
@@ -89,8 +96,13 @@ def daemon_paths(root: Path, in_git: bool, settings: Settings) -> DaemonPaths:
     from localidx.store.paths import index_paths
 
     paths = index_paths(root, in_git, settings.home)
+    key = paths.worktree_key
+    if settings.home:
+        # Another state dir is another index with a daemon of its own: a second terminal with its own
+        # LOCALIDX_HOME must not find (and restart) the daemon the first one uses.
+        key += "-h" + hashlib.sha256(str(paths.state).encode()).hexdigest()[:8]
     return DaemonPaths(root=paths.root, state=paths.state, worktree=paths.worktree, worktree_key=paths.worktree_key,
-                       socket=socket_path(paths.worktree_key))
+                       socket=socket_path(key))
 
 
 def runtime_dir() -> Path:
@@ -228,6 +240,46 @@ def start_failure(paths: DaemonPaths) -> float | None:
     found = read_status(paths.worktree / FAILED_NAME)
     at = found.get("at") if found else None
     return float(at) if isinstance(at, (int, float)) else None
+
+
+def claim_start(paths: DaemonPaths) -> bool:
+    """Whether this process may start the work tree's daemon: True for exactly one of several processes racing to,
+    False while another start is under way. The winner names the daemon it spawns with ``note_starting``."""
+    marker = paths.worktree / STARTING_NAME
+    paths.worktree.mkdir(parents=True, exist_ok=True)
+    tmp = marker.with_name(f".{STARTING_NAME}.{os.getpid()}")
+    write_status(tmp, {"pid": os.getpid(), "socket": str(paths.socket), "at": time.time()})
+    try:
+        for _attempt in range(2):
+            try:
+                os.link(tmp, marker)  # atomic and exclusive: a reader never sees a half-written claim
+                return True
+            except FileExistsError:
+                if starting_pid(paths) is not None:
+                    return False
+                unlink_quietly(marker)  # stale: its daemon died before listening
+        return False
+    finally:
+        unlink_quietly(tmp)
+
+
+def note_starting(paths: DaemonPaths, pid: int) -> None:
+    """Name the daemon process this claim started (``claim_start``); nothing when it already listens (and removed
+    the claim)."""
+    if not (paths.worktree / STARTING_NAME).exists():
+        return
+    write_status(paths.worktree / STARTING_NAME, {"pid": pid, "socket": str(paths.socket), "at": time.time()})
+
+
+def starting_pid(paths: DaemonPaths) -> int | None:
+    """The pid of a daemon (or of the command starting one) on its way up, or None when no start is under way."""
+    found = read_status(paths.worktree / STARTING_NAME)
+    if found is None:
+        return None
+    at = found.get("at")
+    fresh = isinstance(at, (int, float)) and 0 <= time.time() - at < STARTING_WINDOW_S
+    pid = found["pid"]
+    return pid if fresh and pid_alive(pid) and is_localidx_process(pid) else None
 
 
 def unlink_quietly(path: Path) -> bool:

@@ -32,7 +32,8 @@ LanceDB connection (and its index caches) and the writer's open index are droppe
 the system; the next query opens them again. The model is dropped too when loading it cost more than
 ``KEEP_MODEL_MB``: the default model costs about 55 MB and a reload about 0.3 s, most of the first query after a
 release (measured at 100k chunks: 150-160 ms with the model kept, 470-550 ms with it dropped), so it stays. After
-``daemon_idle_s`` without any request or change the daemon exits.
+``daemon_idle_s`` without any request or change the daemon exits. It exits too when its work tree or its state
+dir is deleted (checked every ``GONE_CHECK_S``): nothing is left for it to serve.
 
 **Idle trim.** Requests leave freed memory in the allocator's heap (``index/status`` alone reads every row's kind
 and language); ``TRIM_AFTER_S`` after the last request, with nothing in flight, it is given back to the system, so
@@ -69,6 +70,7 @@ log = logging.getLogger(__name__)
 
 LOG_MAX_BYTES = 1_000_000  # one rotated file kept: at most about 2 MB of logs per work tree
 TICK_S = 0.5  # how often the loop wakes up by itself to look at the stop flag and the idle clocks
+GONE_CHECK_S = 5.0  # how often the loop looks whether the work tree and the state dir still exist
 DRAIN_S = 5.0  # how long shutdown waits for requests in flight to be answered
 WRITER_JOIN_S = 30.0  # how long shutdown waits for the writer to end its run (it stops between embedding batches)
 LOCK_WAIT_S = 10.0  # a daemon that is stopping still holds the lock for a moment: a restart waits for it
@@ -84,8 +86,11 @@ MAX_PENDING_OUT = 1024 * 1024
 STALLED_S = 30.0  # a connection over MAX_PENDING_OUT that has read nothing for this long is closed
 FD_RESERVE = 256  # file descriptors kept for LanceDB, SQLite, the watcher and the log, below the connection cap
 # Methods that do not use the model or the index: they do not restart the release clock (they still count as
-# activity for the idle exit, except daemon/subscribe, which a window that is only open sends).
+# activity for the idle exit, except the passive ones below).
 _LIGHT = {"daemon/hello", "daemon/stop", "daemon/subscribe", "index/reindex"}
+# Methods that are no activity for the idle exit: a window that is only open subscribes, and `daemon status`,
+# `daemon list` and every client say hello; a daemon is kept up by the requests that follow, not by being looked at.
+_PASSIVE = {"daemon/hello", "daemon/subscribe"}
 
 
 class Session:
@@ -153,6 +158,7 @@ class Daemon:
         self.version = lifecycle.package_version()
         self.started_at = time.time()
         self.watcher_mode = "off"
+        self.watcher = None  # set once it runs (``_start_watcher``)
         self._stop = threading.Event()
         self._stop_reason = ""
         self._lock = threading.Lock()
@@ -187,6 +193,7 @@ class Daemon:
         self.releases = 0
         self._release_job = False
         self._trimmed_at = time.monotonic()
+        self._gone_checked = time.monotonic()
         self._trim_job = False
         self.trims = 0
 
@@ -257,6 +264,7 @@ class Daemon:
             "status_file": str(self.paths.status), "log": str(self.paths.log), "package_version": self.version,
             "protocol_version": protocol.PROTOCOL_VERSION, "started_at": self.started_at,
             "uptime_s": round(time.time() - self.started_at, 1), "idle_timeout_s": self.settings.daemon_idle_s,
+            "idle_s": round(time.monotonic() - self._last_activity, 1),
             "release_after_s": self.settings.daemon_release_s, "model": self.embedder.model_id,
             "watcher": self.watcher_mode, "writer": self.writer.describe(),
             "connections": {"open": len(self._sessions), "max": self.max_connections, "refused": self.refused,
@@ -266,6 +274,14 @@ class Daemon:
                        "model_loads": getattr(self.embedder, "loads", None),
                        "model_mb": getattr(self.embedder, "load_mb", None), "in_memory": _in_memory()},
         }
+
+    def update_pending(self) -> bool:
+        """Whether a change is seen but not yet searchable: paths queued for the writer, a run before its rows are
+        written, or file events the watcher is still gathering."""
+        writer = self.writer
+        if writer.queued() != 0 or (writer.busy and writer.phase in ("starting", "scan", "chunk")):
+            return True
+        return bool(getattr(self.watcher, "pending", False))
 
     def status_record(self) -> dict:
         """What the status file holds."""
@@ -690,7 +706,7 @@ class Daemon:
 
         if self._stop.is_set():
             return protocol.error(id_, ProtocolError(SHUTTING_DOWN, "the daemon is stopping"))
-        if method != "daemon/subscribe":
+        if method not in _PASSIVE:
             self.touch()
         if method not in _LIGHT:
             self.used()
@@ -768,11 +784,17 @@ class Daemon:
     # -- idle clocks ----------------------------------------------------------------------------------------------
 
     def _check_idle(self) -> None:
+        now = time.monotonic()
+        if now - self._gone_checked >= GONE_CHECK_S:
+            self._gone_checked = now
+            gone = next((p for p in (self.root, self.paths.worktree) if not os.path.isdir(p)), None)
+            if gone is not None:
+                self.request_stop(f"{gone} was deleted")
+                return
         from localidx.store import hot
 
         if self._in_flight or self.writer.busy or hot.loading():
             return
-        now = time.monotonic()
         idle_s = self.settings.daemon_idle_s
         if idle_s > 0 and now - self._last_activity >= idle_s:
             self.request_stop(f"idle for {idle_s:g} s")
@@ -976,6 +998,7 @@ def _start_watcher(daemon: Daemon, writer):
         daemon.watcher_mode = "failed"
         return None
     daemon.watcher_mode = getattr(watcher, "mode", "on")
+    daemon.watcher = watcher
     return watcher
 
 
@@ -1060,6 +1083,7 @@ def _serve(root: Path, in_git: bool, settings: Settings, paths: lifecycle.Daemon
     try:
         daemon.listen()
         lifecycle.unlink_quietly(paths.worktree / lifecycle.FAILED_NAME)
+        lifecycle.unlink_quietly(paths.worktree / lifecycle.STARTING_NAME)
         on_listening()
         watcher = _start_watcher(daemon, writer)
         daemon.serve()

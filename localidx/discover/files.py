@@ -42,6 +42,7 @@ SKIP_REASONS = (
     "not-a-file",
     "undecodable-name",
     "secret-in-path",
+    "localidx-state",
 )
 
 LOCALIDXIGNORE = ".localidxignore"
@@ -152,9 +153,14 @@ def discover(root: Path, settings: Settings, only: list[str] | None = None) -> D
         candidates = [(p, p) for p in paths]
         skipped.extend(Skipped(d or ".", "unreadable") for d in unlistable)
     ignore = gitrepo.read_ignore_file(root / LOCALIDXIGNORE)
+    own_state = own_state_dirs(root, repo is not None, settings)
+    state_seen: set[str] = set()  # listed once as a directory, not file by file
 
     files: list[SourceFile] = []
     for path, git_path in candidates:
+        if own_state and path.startswith(own_state):
+            state_seen.update(prefix for prefix in own_state if path.startswith(prefix))
+            continue
         if not _encodable(path):
             # A name that is not UTF-8 cannot be a key in the catalog, the table or a JSON answer: listed under a
             # printable spelling, never indexed.
@@ -172,10 +178,33 @@ def discover(root: Path, settings: Settings, only: list[str] | None = None) -> D
             skipped.append(Skipped(path, "generated"))
         else:
             files.append(outcome)
+    skipped.extend(Skipped(prefix.rstrip("/"), "localidx-state") for prefix in state_seen)
     files.sort(key=lambda f: f.path)
     skipped.sort(key=lambda s: s.path)
     log.debug("discovered %d files under %s (%d skipped, git=%s)", len(files), root, len(skipped), repo is not None)
     return Discovery(root=root, in_git=repo is not None, files=files, skipped=skipped)
+
+
+def own_state_dirs(root: Path, in_git: bool, settings: Settings) -> tuple[str, ...]:
+    """The root-relative prefixes (``dir/``) of localidx's own state that lie inside ``root``: the index's state dir
+    (``home``), the per-user data and cache dirs and the user's config dir. Indexing them would make every run change
+    the tree it indexes, and a daemon's watcher re-index its own writes."""
+    import platformdirs
+
+    from localidx.store.paths import index_paths
+    from localidx.trust import config_dir
+
+    candidates = [index_paths(root, in_git, settings.home).state, Path(platformdirs.user_data_dir("localidx")),
+                  Path(platformdirs.user_cache_dir("localidx")), config_dir()]
+    prefixes = []
+    for directory in candidates:
+        try:
+            relative = directory.resolve().relative_to(root)
+        except (ValueError, OSError):
+            continue
+        if relative.parts:  # the root itself as a state dir is refused elsewhere
+            prefixes.append(relative.as_posix() + "/")
+    return tuple(prefixes)
 
 
 def _encodable(path: str) -> bool:

@@ -58,7 +58,7 @@ from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from localidx import gitrepo
 from localidx.config import Settings
-from localidx.discover.files import LOCALIDXIGNORE, discover
+from localidx.discover.files import LOCALIDXIGNORE, discover, own_state_dirs
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +219,13 @@ class Watcher:
         self._last_at = 0.0
         self._snapshot: dict[str, tuple[int, int]] = {}
         self._overflows: list[float] = []
+        # localidx's own state inside the tree (LOCALIDX_HOME=.lxstate): its writes are never changes to index.
+        self._own_state = own_state_dirs(self.root, gitrepo.open_repo(self.root) is not None, settings)
+
+    @property
+    def pending(self) -> bool:
+        """Whether changes were seen that are not reported yet (waiting for the quiet time)."""
+        return bool(self._pending)
 
     @property
     def watch_count(self) -> int:
@@ -318,7 +325,7 @@ class Watcher:
 
     def _schedule(self, name: str) -> bool:
         """Watch the top-level directory ``name`` recursively; False when it vanished first."""
-        if self._observer is None or name in self._scheduled:
+        if self._observer is None or name in self._scheduled or f"{name}/" in self._own_state:
             return False
         try:
             self._scheduled[name] = self._observer.schedule(
@@ -447,7 +454,10 @@ class Watcher:
         if not path.startswith(self._prefix):
             return None  # the root itself, or a move from outside it
         rel = path[len(self._prefix) :]
-        return rel if os.sep == "/" else rel.replace(os.sep, "/")
+        rel = rel if os.sep == "/" else rel.replace(os.sep, "/")
+        if self._own_state and (rel + "/").startswith(self._own_state):
+            return None
+        return rel
 
     def _handle(self, kind: str, src: str, dest: str, is_dir: bool) -> None:
         rel = self._rel(src)

@@ -109,6 +109,8 @@ def _load_table() -> dict[str, LanguageSpec]:
 LANGUAGES: dict[str, LanguageSpec] = _load_table()
 _BY_FILENAME = {fn: spec for spec in LANGUAGES.values() for fn in spec.filenames}
 _BY_EXTENSION = {ext: spec for spec in LANGUAGES.values() for ext in spec.extensions}
+_ALIASES = {alias.lower(): name for name, entry in tomlfile.package_table("localidx.languages", "languages.toml").items()
+            for alias in entry.get("aliases", ())}
 
 
 TEXT = "text"  # the label of a file no grammar reads and text-types.toml does not name
@@ -129,6 +131,17 @@ def text_type(path: str) -> str:
         return filenames[pure.name]
     suffix = pure.suffix[1:].lower()
     return suffix if suffix in extensions else TEXT
+
+
+def text_labels() -> frozenset[str]:
+    """Every label ``text_type`` can give besides ``text``."""
+    extensions, filenames = _text_types()
+    return extensions | frozenset(filenames.values())
+
+
+def alias_of(name: str) -> str | None:
+    """The language an ``aliases`` entry of ``languages.toml`` names (lowercase), or None."""
+    return _ALIASES.get(name.lower())
 
 
 def language_for_path(path: str) -> LanguageSpec | None:

@@ -863,12 +863,14 @@ def _path_clause(glob: str) -> str | None:
         anchored, pattern = False, pattern[3:]
     if not pattern:  # "/", "./": the whole repository
         return None
-    like = glob_to_like(pattern)
     # As in .gitignore: a pattern names a file or a directory (then everything under it); without a slash it may
-    # sit at any depth, with one it is anchored at the repository root.
-    likes = [like, like + "/%"]
-    if not anchored:
-        likes += ["%/" + like, "%/" + like + "/%"]
+    # sit at any depth, with one it is anchored at the repository root; "a/**/b" matches "a/b" too.
+    likes = []
+    for variant in dict.fromkeys((pattern, pattern.replace("/**/", "/"))):
+        like = glob_to_like(variant)
+        likes += [like, like + "/%"]
+        if not anchored:
+            likes += ["%/" + like, "%/" + like + "/%"]
     return "(" + " OR ".join(f"path LIKE {sql_str(p)} ESCAPE '\\'" for p in likes) + ")"
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localidx.config import Settings
-from localidx.errors import IndexDamaged, IndexSwitched
+from localidx.errors import IndexDamaged, IndexSwitched, disk_full
 
 if TYPE_CHECKING:
     from localidx.embed import Embedder
@@ -177,6 +177,9 @@ def reading(index: Index, action):
     except Exception as exc:
         if switched(index):
             raise IndexSwitched(SWITCHED) from None
+        full = disk_full(exc, index.paths.state)
+        if full is not None:
+            raise full from None
         reason = storage_error(exc)
         if reason is None:
             raise

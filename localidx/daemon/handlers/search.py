@@ -19,8 +19,16 @@ def handle(daemon, params: dict) -> dict:
 
         if kind not in KINDS:
             raise UsageError(f"unknown kind(s) {kind}; known: {', '.join(KINDS)}")
+    pending = daemon.update_pending()  # asked before the read: a change seen now may be missing from it
     with daemon.reader() as index:
-        return search_response(index, params["query"], k=params.get("k", 10), mode=params.get("mode", "hybrid"),
-                               language=params.get("lang"), path_glob=params.get("path"), kind=kind,
-                               files=bool(params.get("files", False)))
+        response = search_response(index, params["query"], k=params.get("k", 10), mode=params.get("mode", "hybrid"),
+                                   language=params.get("lang"), path_glob=params.get("path"), kind=kind,
+                                   files=bool(params.get("files", False)))
+    if pending:
+        response["updatePending"] = True
+        response.setdefault("warnings", []).append(UPDATE_PENDING)
+    return response
+
+
+UPDATE_PENDING = "an update of the index is pending: a change saved a moment ago may not be in these results yet"
 
