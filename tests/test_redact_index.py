@@ -226,7 +226,7 @@ def test_a_file_whose_redaction_overruns_the_bound_is_an_error_chunk_without_its
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCALIDX_")}
     env.update({"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "state"), "LOCALIDX_WATCH": "0",
                 "LOCALIDX_REGISTRY": str(tmp_path / "registry.json"), "LOCALIDX_CONFIG_DIR": str(tmp_path / "cfg"),
-                "LOCALIDX_PARSE_TIMEOUT_S": "0.001"})
+                "LOCALIDX_PARSE_TIMEOUT_S": "0.001", "LOCALIDX_DAEMON": "never"})  # no daemon outlives the test
     proc = _lx(root, env, "index")
     assert proc.returncode == 0, proc.stderr
     chunks = json.loads(_lx(root, env, "chunks", "--json", "slow.txt").stdout or "[]")
