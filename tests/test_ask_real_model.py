@@ -61,7 +61,9 @@ def repo(tmp_path_factory):
     from conftest import init_repo
 
     base = tmp_path_factory.mktemp("real-ask")
-    root = init_repo(base / "repo", {path: (ROOT / path).read_text(encoding="utf-8") for path in SOURCES})
+    # Under app/, not localidx/: `python -m localidx` run there must find the package, not a directory of that name.
+    root = init_repo(base / "repo", {f"app/{Path(path).name}": (ROOT / path).read_text(encoding="utf-8")
+                                     for path in SOURCES})
     env = _env(base, "")
     done = subprocess.run([sys.executable, "-m", "localidx", "index", "-q"], cwd=root, env=env, capture_output=True,
                           text=True, timeout=300)

@@ -341,6 +341,7 @@ def test_an_unreadable_shared_index_costs_only_its_results(org, tmp_path):
     laptop = init_repo(tmp_path / "mine", {"tool.py": "def shipping_label(parcel):\n    return parcel.address\n"})
     run_index(laptop, True, load_settings(laptop, {"embed_model": "fake", "home": str(tmp_path / "mine-index")}))
     env = {**os.environ, "LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_SHARED_INDEX": str(tmp_path / "nothing-here")}
+    assert localidx("repos", "share", ".", cwd=laptop, env=env).returncode == 0  # --all-repos reads shared ones
     proc = localidx("search", "--all-repos", "--json", "shipping label", cwd=laptop, env=env)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
