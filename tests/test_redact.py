@@ -429,3 +429,16 @@ def test_a_long_env_value_is_read_once_and_its_comment_kept():
     assert time.process_time() - started < 0.5
     assert out == "API_TOKEN=«redacted:token»   # rotated monthly\nDEBUG=true\n"
     assert [(r.kind, r.line) for r in found] == [("token", 1)]
+
+
+def test_a_long_env_file_of_secrets_costs_linear_time():
+    """Naming each value by the secret found inside it scanned every finding per line: seconds for these 10,000
+    lines, a tenth of that now."""
+    import time
+
+    text = "".join(f'X_PASSWORD_{n} = "{DENSE_VALUE}{n}"\nKEY_{n}={AWS_KEY}\n' for n in range(5000))
+    started = time.process_time()
+    out, found = redact_env(text)
+    assert time.process_time() - started < 1.5
+    assert DENSE_VALUE not in out and AWS_KEY not in out and out.count("\n") == 10000
+    assert [r.kind for r in found[:2]] == ["password", "aws_access_key"] and len(found) == 10000
