@@ -647,7 +647,14 @@ def _find(text: str, deadline: float | None = None) -> list[tuple[int, int, str]
     hits = list(_TRIGGER.finditer(lowered))
     spans: list[tuple[int, int, str]] = []
     if len(hits) >= _DENSE_MIN_HITS:
-        spans = _dense_lines(text, [m.start() for m in hits])
+        # A URL's "://" costs a fraction of a name (the connection-string regex passes it over unless it holds
+        # user:pw@) and real lines are full of them (a README's row of badges): four count as one hit.
+        if "://" in lowered:
+            urls = [m.start() for m in hits if m.group() == "://"]
+            starts = sorted([m.start() for m in hits if m.group() != "://"] + urls[::4])
+        else:
+            starts = [m.start() for m in hits]
+        spans = _dense_lines(text, starts)
         if spans:
             # A dense line goes whole: blanked (offsets kept), nothing else is looked for in it.
             text, lowered = _blanked(text, spans), _blanked(lowered, spans)

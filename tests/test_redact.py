@@ -442,3 +442,10 @@ def test_a_long_env_file_of_secrets_costs_linear_time():
     assert time.process_time() - started < 1.5
     assert DENSE_VALUE not in out and AWS_KEY not in out and out.count("\n") == 10000
     assert [r.kind for r in found[:2]] == ["password", "aws_access_key"] and len(found) == 10000
+
+
+def test_a_row_of_links_is_not_a_dense_line():
+    """A README's row of badges holds a "://" every 60 characters; URLs count a quarter of a name towards a dense
+    line (a name costs far more to read), so the row stays as written."""
+    row = "[![Build](https://ci.example.org/org/project/badge.svg)](https://ci.example.org/org/project) " * 12
+    assert redact(row) == (row, [])
