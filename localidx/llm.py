@@ -112,21 +112,27 @@ def completions_url(settings: Settings) -> str:
     return base if base.endswith(_COMPLETIONS) else base + _COMPLETIONS
 
 
+def _chat_request(settings: Settings, messages: list[dict], max_tokens: int, temperature: float,
+                  stream: bool) -> tuple[str, str, dict, dict]:
+    """(url, the URL as shown in messages, body, headers) of a chat completion request, streamed or not."""
+    body: dict = {"messages": messages, "max_tokens": int(max_tokens), "temperature": float(temperature),
+                  "stream": stream}
+    if settings.llm_model.strip():
+        body["model"] = settings.llm_model.strip()
+    accept = "text/event-stream, application/json" if stream else "application/json"
+    headers = {"Content-Type": "application/json", "Accept": accept}
+    key = os.environ.get(settings.llm_api_key_env, "").strip() if settings.llm_api_key_env else ""
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return completions_url(settings), settings.llm_base_url.strip(), body, headers
+
+
 def chat(settings: Settings, messages: list[dict], max_tokens: int = 512, temperature: float = 0.0) -> str:
     """Send ``messages`` (``[{"role", "content"}]``) to the configured endpoint and return the reply's text.
 
     The model's ``<think>`` blocks are removed. Raises ``ConfigError`` when no valid ``llm_base_url`` is set and
     ``LLMError`` (one line) for anything that goes wrong on the way."""
-    url = completions_url(settings)
-    shown = settings.llm_base_url.strip()
-    body: dict = {"messages": messages, "max_tokens": int(max_tokens), "temperature": float(temperature),
-                  "stream": False}
-    if settings.llm_model.strip():
-        body["model"] = settings.llm_model.strip()
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    key = os.environ.get(settings.llm_api_key_env, "").strip() if settings.llm_api_key_env else ""
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
+    url, shown, body, headers = _chat_request(settings, messages, max_tokens, temperature, stream=False)
     request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST")
     timeout = settings.llm_timeout_s if settings.llm_timeout_s > 0 else None
     log.debug("chat: %s, %d messages, max_tokens %d", url, len(messages), max_tokens)
@@ -782,16 +788,7 @@ def stream_answer(settings: Settings, instructions: str, *, max_tokens: int, tem
     prompt = prompts()["answer"]
     messages = [{"role": "system", "content": prompt["system"]},
                 {"role": "user", "content": prompt["user"].format(instructions=instructions)}]
-    url = completions_url(settings)
-    shown = settings.llm_base_url.strip()
-    body: dict = {"messages": messages, "max_tokens": int(max_tokens), "temperature": float(temperature),
-                  "stream": True}
-    if settings.llm_model.strip():
-        body["model"] = settings.llm_model.strip()
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/json"}
-    key = os.environ.get(settings.llm_api_key_env, "").strip() if settings.llm_api_key_env else ""
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
+    url, shown, body, headers = _chat_request(settings, messages, max_tokens, temperature, stream=True)
     parts = urllib.parse.urlsplit(url)
     first_s = settings.llm_first_token_s if settings.llm_first_token_s > 0 else None
     idle_s = settings.llm_idle_s if settings.llm_idle_s > 0 else None

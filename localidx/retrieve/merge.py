@@ -266,18 +266,25 @@ def _cut_to(match: dict, fits: Callable[[dict], bool], budget: int) -> dict:
         cut.pop("_tokens", None)
         return cut
 
-    low, high = 0, len(lines)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if fits(head(mid)):
-            low = mid
-        else:
-            high = mid - 1
+    low = _longest(len(lines), lambda n: fits(head(n)))
     if low == 0 and lines and lines[0]:
         return _cut_line(match, lines[0], fits, budget)
     if low == 0:
         raise _too_small(budget)
     return head(low)
+
+
+def _longest(most: int, fits: Callable[[int], bool]) -> int:
+    """The largest n in 0..most for which ``fits(n)`` holds (``fits`` holds for every n below one that does), by
+    bisection: 0 when not even 1 fits."""
+    low, high = 0, most
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def _cut_line(match: dict, line: str, fits: Callable[[dict], bool], budget: int) -> dict:
@@ -289,13 +296,7 @@ def _cut_line(match: dict, line: str, fits: Callable[[dict], bool], budget: int)
         cut.pop("_tokens", None)
         return cut
 
-    low, high = 0, len(line)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if fits(head(mid)):
-            low = mid
-        else:
-            high = mid - 1
+    low = _longest(len(line), lambda n: fits(head(n)))
     if low == 0:
         raise _too_small(budget)
     return head(low)
