@@ -276,10 +276,11 @@ class Daemon:
         }
 
     def update_pending(self) -> bool:
-        """Whether a change is seen but not yet searchable: paths queued for the writer, a run before its rows are
-        written, or file events the watcher is still gathering."""
+        """Whether a change is seen but not yet searchable: paths queued for the writer, a run chunking changed
+        files, or file events the watcher is still gathering. A full pass that has found no change yet (the start-up
+        check) is not one."""
         writer = self.writer
-        if writer.queued() != 0 or (writer.busy and writer.phase in ("starting", "scan", "chunk")):
+        if writer.queued() > 0 or (writer.busy and writer.phase == "chunk"):
             return True
         return bool(getattr(self.watcher, "pending", False))
 
