@@ -162,17 +162,16 @@ def glob_from_here(path_glob: str | None, root: Path) -> str | None:
     return f"/{here.as_posix()}/**/{glob}"
 
 
-def shown_path(path: str, root: str | None) -> str:
-    """A repository-relative path as the user should read it: relative to the current directory (as git status,
-    ripgrep and compilers print paths), when that is inside the repository."""
-    if not root:
-        return path
+def path_shower(root: str | None):
+    """A function showing a repository-relative path as the user should read it: relative to the current directory
+    (as git status, ripgrep and compilers print paths), when that is inside the repository; the directory is looked
+    up once, not for every match."""
     try:
         here = Path.cwd().resolve()
-        Path(here).relative_to(root)
+        here.relative_to(root or "")
     except (OSError, ValueError):
-        return path
-    return os.path.relpath(os.path.join(root, path), here)
+        return lambda path: path
+    return lambda path: os.path.relpath(os.path.join(root, path), here)
 
 
 def print_search(response: dict, as_json: bool, files: bool, mode: str, query: str, color_choice: str,
@@ -195,12 +194,12 @@ def print_vimgrep(response: dict) -> None:
     echo_warnings(response.get("warnings", []))
     if not response["matches"]:
         echo("localidx: no matches", err=True)
-    root = response.get("root")
+    shown = path_shower(response.get("root"))
     for m in response["matches"]:
         first = next((line for line in (m.get("text") or "").splitlines() if line.strip()), "")
         label = m.get("symbol") or m.get("title") or ""
         repo = f"{_p(m['repo'])}: " if m.get("repo") else ""
-        echo(f"{repo}{_p(shown_path(m['path'], root))}:{m['start_line']}:1:{_p(first.strip())}"
+        echo(f"{repo}{_p(shown(m['path']))}:{m['start_line']}:1:{_p(first.strip())}"
              + (f"  [{_p(label)}]" if label else ""))
 
 
@@ -209,7 +208,7 @@ def print_matches(response: dict, as_json: bool, files: bool = False, mode: str 
     if as_json:
         echo_json(response)
         return
-    root = response.get("root")
+    shown = path_shower(response.get("root"))
     echo_warnings(response.get("warnings", []))
     matches = response["matches"]
     if not matches:
@@ -223,7 +222,7 @@ def print_matches(response: dict, as_json: bool, files: bool = False, mode: str 
         for f in response["files"]:
             repo = f"{_p(f['repo'])}: " if f.get("repo") else ""
             count = f"{f['matches']} match{'es' if f['matches'] != 1 else ''}"
-            echo(f"{repo}{_p(shown_path(f['path'], root))}  {f['score']:.3f}  ({count}; best {f['start_line']}-{f['end_line']}"
+            echo(f"{repo}{_p(shown(f['path']))}  {f['score']:.3f}  ({count}; best {f['start_line']}-{f['end_line']}"
                  f"{'  ' + _p(f['symbol']) if f['symbol'] else ''})")
         return
     from localidx.highlight import MAGENTA, RESET, query_terms, render, snippet
@@ -234,7 +233,7 @@ def print_matches(response: dict, as_json: bool, files: bool = False, mode: str 
         stale = "  [stale: file changed since indexed]" if m["stale"] else ""
         repo = f"{_p(m['repo'])}: " if m.get("repo") else ""
         sim = f"  sim {m['similarity']:.2f}" if m.get("similarity") is not None else ""
-        where = f"{repo}{_p(shown_path(m['path'], root))}:{m['start_line']}-{m['end_line']}"
+        where = f"{repo}{_p(shown(m['path']))}:{m['start_line']}-{m['end_line']}"
         echo(f"{MAGENTA + where + RESET if color else where}  {_p(label)}  {m['score']:.3f}{sim}{stale}", color=color)
         for line in snippet(m["text"], m["start_line"], terms):
             echo(render(line, color, _p), color=color)
