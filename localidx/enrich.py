@@ -45,9 +45,10 @@ from localidx.words import stopwords
 # text, or where chunks are cut: 2 = merged groups name their members, over-budget lines cut by characters; 3 = import
 # statements read by localidx.imports: a relative import gives no Role, a Go raw-string import does; Markdown split
 # by the one line splitter, over-budget lines cut after whitespace; 4 = BM25 reads a chunk's path words, a long
-# leading comment is a chunk of its own, a summary lists each definition's line and spans the file's head), so an
+# leading comment is a chunk of its own, a summary lists each definition's line and spans the file's head; 5 = items
+# inside macro invocations are symbols, their Symbol line names the macro), so an
 # index built by an older version is rebuilt beside itself on the next run; unchanged texts keep their vectors.
-META_VERSION = 4
+META_VERSION = 5
 
 _CONTAINS_MAX = 8
 _DOC_CHARS = 120
@@ -727,6 +728,8 @@ def _label(chunk: Chunk) -> dict[str, str]:
     if chunk.parent:
         parent_kind = chunk.tags.get("parent_kind", "")
         label += f" (in {parent_kind} {chunk.parent})" if parent_kind else f" (in {chunk.parent})"
+    if chunk.tags.get("macro"):
+        label += f" (in {chunk.tags['macro']})"  # defined inside a macro invocation: `Struct Lines (in cfg_io_util!)`
     return {"Symbol": label}
 
 

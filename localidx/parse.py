@@ -10,6 +10,12 @@ from captures in ``languages/queries/<lang>-*.scm``; this module names no gramma
   symbol then starts at the first of them so they travel with it.
 - ``@reference.call`` with ``@name`` — a call, attributed to the innermost symbol around it.
 - ``@import``, ``@decorator``, ``@doc.module`` — file and symbol facts for [META].
+- ``@reparse`` (with optional ``@reparse.macro`` around it) — a region the grammar reads as opaque tokens, such as a
+  Rust macro invocation's token tree holding items (``cfg_rt! { pub struct JoinHandle ... }``). The text inside it
+  (between its delimiters) is parsed again with the same grammar, positions kept as the file's, and read through the
+  same queries; what it defines is a symbol like any other, with ``macro`` set to the text from the start of
+  ``@reparse.macro`` to the region (``cfg_rt!``). Regions found inside such a region are parsed the same way, up to
+  ``MAX_REPARSE_DEPTH`` levels; all of it shares the file's parse time limit.
 - ``@route`` with ``@route.path`` (and optional ``@route.verb``, ``@route.method``, ``@route.handler``) — an HTTP
   endpoint, given to the symbol that holds it or that it names as handler.
 
@@ -35,6 +41,8 @@ SYMBOL_KINDS = ("function", "method", "class", "struct", "interface", "enum", "t
 CLASS_LIKE = frozenset(("class", "struct", "interface", "enum", "trait", "impl"))
 CONTAINERS = CLASS_LIKE | {"module"}
 
+# How deep re-parsed regions nest (a macro inside a macro's tokens inside another's): deeper ones stay module code.
+MAX_REPARSE_DEPTH = 4
 HTTP_METHODS = frozenset(("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"))
 # Route verbs across frameworks: GetMapping (Spring), HttpGet (ASP.NET), MapGet (minimal APIs), HandleFunc (Go).
 _VERB_AFFIXES = re.compile(r"^(?:http|map)(?=[A-Z])|(?:mapping|func|handler)$", re.IGNORECASE)
@@ -76,6 +84,7 @@ class Symbol:
     parent: int | None = None  # index into ParsedFile.symbols
     children: list[int] = field(default_factory=list)
     qualified: str = ""
+    macro: str = ""  # the macro or preprocessor region it was re-parsed from (``cfg_rt!``); "" when parsed in place
 
     @property
     def is_container(self) -> bool:
@@ -149,10 +158,10 @@ def _strip_quotes(text: str) -> str:
     return quoted.group(2) if quoted else text.strip()
 
 
-def _parse_tree(spec: LanguageSpec, data: bytes, timeout_s: float):
+def _parse_tree(spec: LanguageSpec, data: bytes, timeout_s: float, ranges: list | None = None):
     import tree_sitter
 
-    parser = tree_sitter.Parser(spec.ts_language())
+    parser = tree_sitter.Parser(spec.ts_language(), included_ranges=ranges)
     if timeout_s <= 0:
         return parser.parse(data)
     deadline = time.monotonic() + timeout_s
@@ -190,56 +199,21 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
     except Exception as exc:  # a grammar that cannot load, crashes or rejects its queries is a sentinel, not a stop
         raise ParseError(f"parser failed: {exc}") from exc
     root = tree.root_node
-    by_name_node: dict[int, Symbol] = {}  # one symbol per name node, however many patterns matched it
-    seen_nodes: set[tuple[int, int]] = set()
-    calls: list[tuple[int, int, str]] = []
-    decorators: list[tuple[int, str]] = []
-    routes: list[tuple[int, int, Endpoint]] = []
-    imports: list[tuple[int, int, str]] = []
-    module_doc = ""
-
-    # Pattern index -> its role; every match of a pattern has the same role (a definition pattern's kind can vary
-    # with alternations, so that one is read per match).
-    roles: dict[int, str] = {}
-    for pattern, caps in tree_sitter.QueryCursor(query).matches(root):
-        role = roles.get(pattern)
-        if role is None:
-            role = roles[pattern] = _role(caps)
-        if role == "reference.call":  # most matches are calls
-            if "name" in caps:
-                node = caps["reference.call"][0]
-                name = sys.intern(_text(data, caps["name"][-1]))  # the same few names recur in every chunk
-                calls.append((node.start_byte, node.start_point[0] + 1, name))
-        elif role == "definition":
-            definition = next(k for k in caps if k.startswith("definition."))
-            kind = definition.split(".", 1)[1]
-            if kind not in SYMBOL_KINDS or "name" not in caps:
-                continue
-            _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes)
-            for node in caps.get("decorator", []):
-                decorators.append((node.start_byte, node.end_byte, _text(data, node)))
-        elif role == "route" and "route.path" in caps:
-            node = caps["route"][0]
-            path = _strip_quotes(_text(data, caps["route.path"][0]))
-            verb = _text(data, caps["route.verb"][0]) if "route.verb" in caps else ""
-            methods = [_strip_quotes(_text(data, n)).upper() for n in caps.get("route.method", [])]
-            pattern_method = _METHOD_IN_PATH.match(path)
-            if pattern_method and not methods:
-                # Go 1.22 ServeMux patterns carry the method: "GET /healthz".
-                methods, path = [pattern_method.group(1)], path[pattern_method.end():]
-            handler = _text(data, caps["route.handler"][0]) if "route.handler" in caps else ""
-            for method in methods or [normalize_verb(verb)]:
-                endpoint = Endpoint(method=method, path=path, handler=handler, line=node.start_point[0] + 1)
-                routes.append((node.start_byte, node.end_byte, endpoint))
-        elif role == "import":
-            for node in caps["import"]:
-                text = _text(data, node).strip()
-                imports.append((node.start_point[0] + 1, _end_line(node), text))
-        elif role == "decorator":
-            node = caps["decorator"][0]
-            decorators.append((node.start_byte, node.end_byte, _text(data, node)))
-        elif role == "doc.module" and not module_doc:
-            module_doc = clean_doc([_text(data, n) for n in caps["doc.module"]])
+    found = _Found()
+    regions = _read(query, root, data, found, macro="", module_level=True)
+    deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
+    depth = 0
+    while regions and depth < MAX_REPARSE_DEPTH:
+        # Each pass parses the regions the previous one found (a macro inside a macro is the next pass's).
+        depth += 1
+        nested: list[tuple[object, str]] = []
+        for region, label in dict(((n.start_byte, n.end_byte), (n, lbl)) for n, lbl in regions).values():
+            subtree = _reparse(spec, data, region, deadline)
+            if subtree is not None:
+                nested += _read(query, subtree.root_node, data, found, macro=label, module_level=False)
+        regions = nested
+    by_name_node, calls, decorators = found.by_name_node, found.calls, found.decorators
+    routes, imports, module_doc = found.routes, found.imports, found.module_doc
 
     symbols = sorted(by_name_node.values(), key=lambda s: (s.start_byte, -s.end_byte))
     _nest(symbols)
@@ -270,7 +244,104 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
     )
 
 
-_ROLES = ("reference.call", "route", "import", "decorator", "doc.module")
+@dataclass
+class _Found:
+    """What the queries found in a file, across its tree and the trees of its re-parsed regions."""
+
+    by_name_node: dict[int, Symbol] = field(default_factory=dict)  # one symbol per name node, however many
+    seen_nodes: set[tuple[int, int]] = field(default_factory=set)  # patterns matched it
+    calls: list[tuple[int, int, str]] = field(default_factory=list)
+    decorators: list[tuple[int, int, str]] = field(default_factory=list)
+    routes: list[tuple[int, int, Endpoint]] = field(default_factory=list)
+    imports: list[tuple[int, int, str]] = field(default_factory=list)
+    module_doc: str = ""
+
+
+def _read(query, root, data: bytes, found: _Found, macro: str, module_level: bool) -> list[tuple[object, str]]:
+    """Add what ``query`` captures under ``root`` to ``found``; return the ``@reparse`` regions it names, each with
+    its label (the text from the start of ``@reparse.macro`` to the region: ``cfg_rt!``).
+
+    ``macro`` is the label of the region ``root`` was parsed from ("" for the file itself): symbols found here carry
+    it. A file's module doc is read only at ``module_level``."""
+    import tree_sitter
+
+    regions: list[tuple[object, str]] = []
+    # Pattern index -> its role; every match of a pattern has the same role (a definition pattern's kind can vary
+    # with alternations, so that one is read per match).
+    roles: dict[int, str] = {}
+    for pattern, caps in tree_sitter.QueryCursor(query).matches(root):
+        role = roles.get(pattern)
+        if role is None:
+            role = roles[pattern] = _role(caps)
+        if role == "reference.call":  # most matches are calls
+            if "name" in caps:
+                node = caps["reference.call"][0]
+                name = sys.intern(_text(data, caps["name"][-1]))  # the same few names recur in every chunk
+                found.calls.append((node.start_byte, node.start_point[0] + 1, name))
+        elif role == "definition":
+            definition = next(k for k in caps if k.startswith("definition."))
+            kind = definition.split(".", 1)[1]
+            if kind not in SYMBOL_KINDS or "name" not in caps:
+                continue
+            _add_symbol(caps, kind, definition, data, found.by_name_node, found.seen_nodes, macro)
+            for node in caps.get("decorator", []):
+                found.decorators.append((node.start_byte, node.end_byte, _text(data, node)))
+        elif role == "reparse":
+            node = caps["reparse"][0]
+            outer = caps.get("reparse.macro", [node])[0]
+            label = " ".join(data[outer.start_byte : node.start_byte].decode("utf-8", "replace").split())
+            regions.append((node, label[:80]))
+        elif role == "route" and "route.path" in caps:
+            node = caps["route"][0]
+            path = _strip_quotes(_text(data, caps["route.path"][0]))
+            verb = _text(data, caps["route.verb"][0]) if "route.verb" in caps else ""
+            methods = [_strip_quotes(_text(data, n)).upper() for n in caps.get("route.method", [])]
+            pattern_method = _METHOD_IN_PATH.match(path)
+            if pattern_method and not methods:
+                # Go 1.22 ServeMux patterns carry the method: "GET /healthz".
+                methods, path = [pattern_method.group(1)], path[pattern_method.end():]
+            handler = _text(data, caps["route.handler"][0]) if "route.handler" in caps else ""
+            for method in methods or [normalize_verb(verb)]:
+                endpoint = Endpoint(method=method, path=path, handler=handler, line=node.start_point[0] + 1)
+                found.routes.append((node.start_byte, node.end_byte, endpoint))
+        elif role == "import":
+            for node in caps["import"]:
+                text = _text(data, node).strip()
+                found.imports.append((node.start_point[0] + 1, _end_line(node), text))
+        elif role == "decorator":
+            node = caps["decorator"][0]
+            found.decorators.append((node.start_byte, node.end_byte, _text(data, node)))
+        elif role == "doc.module" and module_level and not found.module_doc:
+            found.module_doc = clean_doc([_text(data, n) for n in caps["doc.module"]])
+    return regions
+
+
+def _reparse(spec: LanguageSpec, data: bytes, node, deadline: float | None):
+    """The tree of the text inside ``node`` (between its opening and closing delimiter tokens, when it has them),
+    parsed on its own with the language's grammar; its positions are the file's. None when the time is up or the
+    region is empty."""
+    import tree_sitter
+
+    first, last = (node.children[0], node.children[-1]) if node.child_count >= 2 else (None, None)
+    if first is not None and not first.is_named and not last.is_named:
+        start_byte, start_point, end_byte, end_point = first.end_byte, first.end_point, last.start_byte, last.start_point
+    else:
+        start_byte, start_point, end_byte, end_point = node.start_byte, node.start_point, node.end_byte, node.end_point
+    if not data[start_byte:end_byte].strip():
+        return None
+    timeout_s = 0.0
+    if deadline is not None:
+        timeout_s = deadline - time.monotonic()
+        if timeout_s <= 0:
+            return None
+    try:
+        return _parse_tree(spec, data, timeout_s, [tree_sitter.Range(start_point, end_point, start_byte, end_byte)])
+    except ParseError:
+        log.debug("a re-parsed region ran out of time: its definitions stay module code")
+        return None
+
+
+_ROLES = ("reference.call", "route", "import", "decorator", "doc.module", "reparse")
 
 
 def _role(caps) -> str:
@@ -279,7 +350,7 @@ def _role(caps) -> str:
     return next((r for r in _ROLES if r in caps), "")
 
 
-def _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes) -> None:
+def _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes, macro: str = "") -> None:
     node = caps[definition][0]
     name_node = caps["name"][0]
     body = caps.get("body", [None])[0]
@@ -291,6 +362,7 @@ def _add_symbol(caps, kind, definition, data, by_name_node, seen_nodes) -> None:
         start_line=node.start_point[0] + 1,
         end_line=_content_end_line(data, node),
         name_line=name_node.start_point[0] + 1,
+        macro=macro,
     )
     if body is not None:
         sym.body_start_line = body.start_point[0] + 1

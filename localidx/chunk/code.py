@@ -11,6 +11,8 @@ in file order. The rules, with no language named anywhere:
   holding two or more symbols says so: ``symbols`` lists them, ``symbol`` is their names joined by ", " (never one
   member's name), ``kind`` is their common kind or ``group`` when they differ, and the title lists each member with
   its kind; no member's signature or doc stands for the group.
+- A symbol the parser found inside a macro invocation (``Symbol.macro``) is chunked like any other; the invocation's
+  own lines are module code, and the chunk's ``macro`` tag names the invocation for [META].
 - Anything over ``settings.max_tokens`` is split with ``settings.overlap_lines`` of overlap (``split.split_lines``).
 
 Every non-blank line ends up in at least one chunk; ``chunk_file`` checks that and reports a sentinel if not.
@@ -288,6 +290,9 @@ class _CodeChunker:
             kinds = {s.kind for s in syms}
             chunk.kind = kinds.pop() if len(kinds) == 1 else GROUP
             chunk.symbol = ", ".join(s.qualified for s in syms)
+        macros = list(dict.fromkeys(s.macro for s in syms if s.macro))
+        if macros:
+            chunk.tags["macro"] = ", ".join(macros)  # defined inside a macro invocation: [META] says which
         chunk.decorators = list(dict.fromkeys(d for s in syms for d in s.decorators))
         chunk.calls = list(dict.fromkeys(c for s in syms for c in self._calls_within(s)))
         endpoints = [e for s in syms for e in self._endpoints_within(s)]

@@ -96,3 +96,13 @@
     .) @route)
   (#eq? @_route "route")
   (#match? @route.method "^(get|post|put|patch|delete|head|options|any)$"))
+
+; Items inside a macro invocation written where items go (`cfg_rt! { pub struct JoinHandle<T> { ... } }`,
+; `pin_project! { ... }`, in a file, a `mod` or an impl): the grammar keeps the invocation's body as a token tree, so
+; it is parsed again as Rust and what it defines is a symbol like any other, labelled with the macro (`cfg_rt!`).
+; Invocations inside function bodies (`select!`, `quote!`) hold expressions or templates, not items: not re-parsed.
+(source_file
+  (macro_invocation (token_tree) @reparse) @reparse.macro)
+
+(declaration_list
+  (macro_invocation (token_tree) @reparse) @reparse.macro)
