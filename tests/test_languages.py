@@ -23,7 +23,8 @@ SETTINGS = Settings(max_tokens=256)
 
 def _view(chunk) -> dict:
     """The parts of a chunk a golden file pins: structure and facts, not the full text."""
-    tags = {k: chunk.tags[k] for k in ("http_method", "http_path", "is_api_endpoint", "has_async", "is_test", "priority")
+    tags = {k: chunk.tags[k] for k in ("http_method", "http_path", "is_api_endpoint", "has_async", "is_test", "priority",
+                                      "macro")
             if k in chunk.tags}
     return {
         "kind": chunk.kind,
