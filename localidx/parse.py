@@ -16,6 +16,10 @@ from captures in ``languages/queries/<lang>-*.scm``; this module names no gramma
   same queries; what it defines is a symbol like any other, with ``macro`` set to the text from the start of
   ``@reparse.macro`` to the region (``cfg_rt!``). Regions found inside such a region are parsed the same way, up to
   ``MAX_REPARSE_DEPTH`` levels; all of it shares the file's parse time limit.
+
+A language whose table entry names ``conditionals`` (a preprocessor's block lines: C, C++) gets one more chance when
+its tree has errors: the file is parsed again with each conditional block's first branch only, and the definitions
+found only there are added (``_add_first_branch_symbols``).
 - ``@route`` with ``@route.path`` (and optional ``@route.verb``, ``@route.method``, ``@route.handler``) — an HTTP
   endpoint, given to the symbol that holds it or that it names as handler.
 
@@ -212,6 +216,8 @@ def parse(spec: LanguageSpec, data: bytes, timeout_s: float = 5.0) -> ParsedFile
             if subtree is not None:
                 nested += _read(query, subtree.root_node, data, found, macro=label, module_level=False)
         regions = nested
+    if root.has_error and spec.conditionals:
+        _add_first_branch_symbols(spec, data, query, found, deadline, _error_span(root))
     by_name_node, calls, decorators = found.by_name_node, found.calls, found.decorators
     routes, imports, module_doc = found.routes, found.imports, found.module_doc
 
@@ -257,19 +263,24 @@ class _Found:
     module_doc: str = ""
 
 
-def _read(query, root, data: bytes, found: _Found, macro: str, module_level: bool) -> list[tuple[object, str]]:
+def _read(query, root, data: bytes, found: _Found, macro: str, module_level: bool,
+          byte_range: tuple[int, int] | None = None) -> list[tuple[object, str]]:
     """Add what ``query`` captures under ``root`` to ``found``; return the ``@reparse`` regions it names, each with
     its label (the text from the start of ``@reparse.macro`` to the region: ``cfg_rt!``).
 
     ``macro`` is the label of the region ``root`` was parsed from ("" for the file itself): symbols found here carry
-    it. A file's module doc is read only at ``module_level``."""
+    it. A file's module doc is read only at ``module_level``; ``byte_range`` limits the matches to those that
+    intersect it."""
     import tree_sitter
 
     regions: list[tuple[object, str]] = []
     # Pattern index -> its role; every match of a pattern has the same role (a definition pattern's kind can vary
     # with alternations, so that one is read per match).
     roles: dict[int, str] = {}
-    for pattern, caps in tree_sitter.QueryCursor(query).matches(root):
+    cursor = tree_sitter.QueryCursor(query)
+    if byte_range is not None:
+        cursor.set_byte_range(*byte_range)
+    for pattern, caps in cursor.matches(root):
         role = roles.get(pattern)
         if role is None:
             role = roles[pattern] = _role(caps)
@@ -339,6 +350,103 @@ def _reparse(spec: LanguageSpec, data: bytes, node, deadline: float | None):
     except ParseError:
         log.debug("a re-parsed region ran out of time: its definitions stay module code")
         return None
+
+
+def _first_branch_ranges(data: bytes, conditionals: tuple[str, ...]) -> list:
+    """The file's byte ranges without preprocessor directive lines (and their ``\\`` continuations) and without the
+    lines of any branch after the first of a conditional block: the file as one configuration of it compiles."""
+    import tree_sitter
+
+    directives = re.compile(b"|".join(b"(?P<%s>%s)" % (k, p.encode()) for k, p in zip((b"o", b"s", b"c"), conditionals)),
+                            re.MULTILINE)
+    ranges = []
+    skipping: list[bool] = []  # per open block: whether its current branch is left out
+    kept_from = 0  # where the text kept since the last directive starts (a line start)
+    for match in directives.finditer(data):
+        line_start = data.rfind(b"\n", 0, match.start()) + 1
+        if line_start != match.start() and data[line_start : match.start()].strip():
+            continue  # not at a line's start (a pattern without ^)
+        line_end = match.end()
+        while True:  # the directive's line, and the lines a trailing backslash continues it on
+            newline = data.find(b"\n", line_end)
+            if newline == -1:
+                line_end = len(data)
+                break
+            line_end = newline + 1
+            if not data[max(line_start, newline - 2) : newline].rstrip(b"\r").endswith(b"\\"):
+                break
+        if not any(skipping) and line_start > kept_from:
+            ranges.append((kept_from, line_start))
+        if match.lastgroup == "o":
+            skipping.append(False)
+        elif match.lastgroup == "s" and skipping:
+            skipping[-1] = True
+        elif match.lastgroup == "c" and skipping:
+            skipping.pop()
+        kept_from = line_end
+    if not any(skipping) and kept_from < len(data):
+        ranges.append((kept_from, len(data)))
+
+    out = []
+    row = last = 0  # rows counted incrementally: the ranges are in order
+    for a, b in ranges:
+        start_row = row = row + data.count(b"\n", last, a)
+        row += data.count(b"\n", a, b)
+        last = b
+        end = (row, b - data.rfind(b"\n", 0, b) - 1)
+        out.append(tree_sitter.Range((start_row, a - data.rfind(b"\n", 0, a) - 1), end, a, b))
+    return out
+
+
+def _error_span(root) -> tuple[int, int]:
+    """The bytes from the first error of the tree to the end of its last (only subtrees with errors are walked)."""
+    start, end = root.end_byte, root.start_byte
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            start, end = min(start, node.start_byte), max(end, node.end_byte)
+            continue
+        stack.extend(child for child in node.children if child.has_error)
+    return (start, max(start, end))
+
+
+def _add_first_branch_symbols(spec: LanguageSpec, data: bytes, query, found: _Found, deadline: float | None,
+                              span: tuple[int, int]) -> None:
+    """Symbols the grammar missed because a preprocessor block cut a definition in two (braces that open in one
+    ``#if`` branch and close in another), read from the file parsed with each block's first branch only. A definition
+    the first tree lacks is added, one it read only in part (from a later branch's header on) is replaced, and only
+    where it nests cleanly with the symbols already found."""
+    ranges = _first_branch_ranges(data, spec.conditionals)
+    if not ranges:
+        return
+    timeout_s = 0.0
+    if deadline is not None:
+        timeout_s = deadline - time.monotonic()
+        if timeout_s <= 0:
+            return
+    try:
+        tree = _parse_tree(spec, data, timeout_s, ranges)
+    except ParseError:
+        return
+    view = _Found()
+    # Only where the first tree went wrong: elsewhere both trees read the same text the same way.
+    _read(query, tree.root_node, data, view, macro="", module_level=False, byte_range=span)
+    for key, sym in view.by_name_node.items():
+        if key in found.by_name_node:
+            continue
+        namesakes = [k for k, s in found.by_name_node.items()
+                     if s.name == sym.name and s.start_byte < sym.end_byte and sym.start_byte < s.end_byte]
+        if any(not (sym.start_byte <= found.by_name_node[k].start_byte
+                    and found.by_name_node[k].end_byte <= sym.end_byte) for k in namesakes):
+            continue  # the first tree's reading is as wide: keep it
+        if any(s.start_byte < sym.start_byte < s.end_byte < sym.end_byte
+               or sym.start_byte < s.start_byte < sym.end_byte < s.end_byte
+               for k, s in found.by_name_node.items() if k not in namesakes):
+            continue  # it would cross a symbol of the first tree: nesting would break
+        for k in namesakes:  # a part of this definition (its second branch's header on): the whole replaces it
+            del found.by_name_node[k]
+        found.by_name_node[key] = sym
 
 
 _ROLES = ("reference.call", "route", "import", "decorator", "doc.module", "reparse")

@@ -111,38 +111,10 @@ fn render() -> proc_macro2::TokenStream {
 define_errors!(Closed, Full, Lagged);
 """
 
-RING_C = """\
-#include <stdio.h>
-#include <unistd.h>
-
-struct ring {
-    int head;
-    int count;
-};
-
-static int ring_size(const struct ring *ring)
-{
-    return ring->count;
-}
-
-#if defined(HAVE_FSYNC) && !defined(RING_NO_SYNC)
-/* Push what the kernel holds for fd to the disk before the process exits. */
-static int ring_sync(int fd)
-{
-    return fsync(fd);
-}
-#endif
-
-int ring_main(void)
-{
-    struct ring ring = {0, 0};
-    printf("%d\\n", ring_size(&ring));
-#ifdef HAVE_FSYNC
-    ring_sync(1);
-#endif
-    return 0;
-}
-"""
+# The C fixture ends with definitions inside #if blocks: ring_sync in an #if of its own; in an #ifndef block,
+# ring_count (each branch opens it with its own header) and ring_describe (an `else {` opened in one #ifdef and
+# closed in another, where the grammar alone loses the function in this file).
+RING_C = (Path(__file__).parent / "fixtures" / "languages" / "c" / "sample.c").read_text()
 
 
 def _symbols(path: str, text: str) -> dict[str, object]:
@@ -175,26 +147,38 @@ def test_a_definition_inside_a_macro_is_its_own_chunk_and_meta_names_the_macro()
     assert all(n in covered for n, line in enumerate(LINES_RS.splitlines(), 1) if line.strip())
 
 
-def _first_match(tmp_path: Path, make_repo, files: dict[str, str], query: str) -> dict:
+def _first_matches(tmp_path: Path, make_repo, files: dict[str, str], *queries: str) -> list[dict]:
     root = make_repo(files)
     settings = load_settings(root, {"embed_model": "fake", "home": str(tmp_path / "home")})
     run_index(root, True, settings)
     index = open_index(root, True, settings, read_only=True)
     try:
-        return search_response(index, query, k=10)["matches"][0]
+        return [search_response(index, query, k=10)["matches"][0] for query in queries]
     finally:
         index.close()
 
 
 def test_a_struct_declared_in_a_macro_is_found_first_by_its_name_not_its_impls(make_repo, tmp_path):
     files = {"src/io/lines.rs": LINES_RS, "src/runtime.rs": RUNTIME_RS, "src/ring.c": RING_C}
-    first = _first_match(tmp_path, make_repo, files, "Lines")
+    [first] = _first_matches(tmp_path, make_repo, files, "Lines")
     assert first["path"] == "src/io/lines.rs" and first["start_line"] <= 10 <= first["end_line"], first
     assert first["kind"] == "struct"
 
 
-def test_a_c_function_inside_an_if_block_is_found_first_by_its_name(make_repo, tmp_path):
+def test_a_c_function_cut_in_two_by_if_branches_is_still_a_symbol():
+    symbols = _symbols("src/ring.c", RING_C)
+    describe = symbols["function ring_describe"]
+    assert (describe.start_line, describe.name_line, describe.end_line) == (155, 156, 169)
+    assert describe.doc.startswith("One line about the ring for logs")
+    # A function whose two branches each open it is one symbol from its first header to its end, not two.
+    count = [s for s in symbols.values() if s.name == "ring_count"]
+    assert [(s.name_line, s.end_line) for s in count] == [(139, 153)]
+    assert {"function ring_sync", "function ring_drain", "function ring_report", "function ring_open"} <= set(symbols)
+
+
+def test_c_functions_inside_if_blocks_are_found_first_by_their_names(make_repo, tmp_path):
     files = {"src/io/lines.rs": LINES_RS, "src/ring.c": RING_C}
-    first = _first_match(tmp_path, make_repo, files, "ring_sync")
-    assert first["path"] == "src/ring.c" and first["start_line"] <= 16 <= first["end_line"], first
-    assert "ring_sync" in first["symbol"].split(", ")  # alone, or merged with its tiny neighbours
+    names = {"ring_sync": 126, "ring_describe": 156}
+    for (name, line), first in zip(names.items(), _first_matches(tmp_path, make_repo, files, *names)):
+        assert first["path"] == "src/ring.c" and first["start_line"] <= line <= first["end_line"], (name, first)
+        assert name in first["symbol"].split(", ")  # alone, or merged with its tiny neighbours

@@ -32,6 +32,7 @@ class LanguageSpec:
     filenames: tuple[str, ...]
     grammar: str
     queries: tuple[str, ...] = field(default=())
+    conditionals: tuple[str, ...] = field(default=())  # open, switch, close line patterns of a preprocessor's blocks
 
     def ts_language(self):
         """The tree-sitter Language object (cached)."""
@@ -102,6 +103,7 @@ def _load_table() -> dict[str, LanguageSpec]:
             filenames=tuple(entry.get("filenames", ())),
             grammar=entry["grammar"],
             queries=tuple(queries),
+            conditionals=tuple(entry.get("conditionals", ())),
         )
     return table
 
