@@ -8,12 +8,13 @@ from a scan of its own, independent of localidx's parser: plain text, line by li
   close (counted on the text with strings, chars and comments blanked). A declaration inside it is a line
   ``[pub[(..)]] [unsafe|async|const] struct|enum|union|trait|type|fn NAME``.
 - C: a block of ``#if``/``#ifdef``/``#ifndef`` ... ``#endif`` (include guards aside: an ``#ifndef X`` whose next line
-  is ``#define X``) holds a declaration when a line inside it starts a function definition ``type name(...) {`` at
-  column 0, or ``[typedef] struct|union|enum name {``.
+  is ``#define X``) holds a definition when a line inside it starts a function definition ``type name(...) {`` at
+  column 0, or ``[typedef] struct|union|enum name {``. A function prototype (``type name(...);``) anywhere declares
+  the name too, as ``benchmarks/names.py`` counts it: a match holding it is a hit, but it does not qualify a name.
 
-A name qualifies when the whole scan (inside macros or not) declares it at most twice in the repository's source files
-(tests, examples, benches, vendored ``deps/`` left out), it has at least four characters, and it is not also declared
-outside such a region; ``--per-repo`` names are sampled with a fixed digest. Each is asked as
+A name qualifies when the whole scan (inside macros or not) defines it at most twice in the repository's source files
+(tests, examples, benches, vendored ``deps/`` left out), it has at least four characters, and every definition of it
+lies inside such a region; ``--per-repo`` names are sampled with a fixed digest. Each is asked as
 ``localidx search -k 10 NAME`` asks it (hybrid): hit@1 when the first match is in a defining file and its lines hold
 a declaration line; hit@3 likewise within the first three.
 
@@ -45,8 +46,8 @@ _RUST_DECL = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:(?:unsafe|async|const|
                         r"(?:struct|enum|union|trait|type|fn)\s+([A-Za-z_]\w*)")
 _RUST_MACRO = re.compile(r"^(\s*)((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)!\s*\{\s*$")
 _RUST_BLANK = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\\\'])\'', re.DOTALL)
-_C_DECL = re.compile(r"^(?:typedef\s+)?(?:struct|union|enum)\s+([A-Za-z_]\w*)\s*\{|"
-                     r"^(?!typedef|return|else|if|while|for|switch|#)[A-Za-z_][\w\s\*]*?\b([A-Za-z_]\w*)\s*\([^;]*$")
+_C_TYPE = re.compile(r"^(?:typedef\s+)?(?:struct|union|enum)\s+([A-Za-z_]\w*)\s*\{")
+_C_FUNC = re.compile(r"^(?!typedef|return|else|if|while|for|switch|#)[A-Za-z_][\w\s\*]*?\b([A-Za-z_]\w*)\s*\(")
 _C_IF = re.compile(r"^\s*#\s*if(?:n?def)?\b")
 _C_ENDIF = re.compile(r"^\s*#\s*endif\b")
 
@@ -57,7 +58,7 @@ def _blanked(text: str) -> str:
 
 
 def rust_declarations(text: str) -> list[tuple[str, int, bool]]:
-    """(name, line, inside an item-level macro invocation) for every declaration line of a Rust file."""
+    """(name, line, inside an item-level macro invocation, prototype) for every declaration line of a Rust file."""
     lines = text.split("\n")
     code = _blanked(text).split("\n")
     inside = [False] * len(lines)
@@ -76,12 +77,13 @@ def rust_declarations(text: str) -> list[tuple[str, int, bool]]:
     for i, line in enumerate(lines):
         m = _RUST_DECL.match(code[i])
         if m and "!" not in code[i][: m.start(1)]:
-            out.append((m.group(1), i + 1, inside[i]))
+            out.append((m.group(1), i + 1, inside[i], False))
     return out
 
 
-def c_declarations(text: str) -> list[tuple[str, int, bool]]:
-    """(name, line, inside an #if block other than an include guard) for every declaration line of a C file."""
+def c_declarations(text: str) -> list[tuple[str, int, bool, bool]]:
+    """(name, line, inside an #if block other than an include guard, prototype) for every declaration line of a C
+    file: definitions of functions, structs, unions and enums, and function prototypes."""
     lines = text.split("\n")
     depth = 0
     guards: list[bool] = []
@@ -97,16 +99,18 @@ def c_declarations(text: str) -> list[tuple[str, int, bool]]:
         if _C_ENDIF.match(line) and guards:
             depth -= 0 if guards.pop() else 1
             continue
-        m = _C_DECL.match(line)
-        if not m:
+        typed = _C_TYPE.match(line)
+        if typed:
+            out.append((typed.group(1), i + 1, depth > 0, False))
             continue
-        name = m.group(1) or m.group(2)
-        if m.group(2):
-            # A function definition: its body opens on this line or on one of the next few.
-            ahead = "\n".join(lines[i : i + 6])
-            if "{" not in ahead or ";" in ahead.split("{", 1)[0]:
-                continue
-        out.append((name, i + 1, depth > 0))
+        function = _C_FUNC.match(line)
+        if not function:
+            continue
+        # A definition when its body opens before a `;` ends it (within the next few lines), else a prototype.
+        ahead = "\n".join(lines[i : i + 8])[function.end():]
+        ends = [k for k in (ahead.find("{"), ahead.find(";")) if k >= 0]
+        if ends:
+            out.append((function.group(1), i + 1, depth > 0, min(ends) == ahead.find(";")))
     return out
 
 
@@ -121,18 +125,19 @@ def sample_names(root: Path, lang: str, per_repo: int) -> list[dict]:
     """The names asked: ``{"query", "targets": [{path, line}]}``, declared only inside macro or #if regions."""
     suffixes, scan = SCANS[lang]
     files = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
-    by_name: dict[str, list[tuple[str, int, bool]]] = defaultdict(list)
+    by_name: dict[str, list[tuple[str, int, bool, bool]]] = defaultdict(list)
     for path in files:
         if not path.endswith(suffixes) or not _is_source(path):
             continue
         text = (root / path).read_text(encoding="utf-8", errors="replace")
-        for name, line, inside in scan(text):
-            by_name[name].append((path, line, inside))
-    candidates = [
-        {"query": name, "targets": [{"path": p, "line": n} for p, n, _ in decls]}
-        for name, decls in by_name.items()
-        if len(decls) <= 2 and len(name) >= MIN_LENGTH and all(inside for *_, inside in decls)
-    ]
+        for name, line, inside, prototype in scan(text):
+            by_name[name].append((path, line, inside, prototype))
+    candidates = []
+    for name, decls in by_name.items():
+        definitions = [d for d in decls if not d[3]]
+        # As benchmarks/names.py counts them: a prototype declares the name too, so it is a target, not a rival.
+        if definitions and len(definitions) <= 2 and len(name) >= MIN_LENGTH and all(d[2] for d in definitions):
+            candidates.append({"query": name, "targets": [{"path": p, "line": n} for p, n, _, _ in decls]})
     order = sorted(candidates, key=lambda c: hashlib.sha256(f"{SALT}:{root.name}:{c['query']}".encode()).hexdigest())
     return sorted(order[:per_repo], key=lambda c: c["query"])
 
