@@ -21,8 +21,9 @@ a declaration line; hit@3 likewise within the first three.
     PYTHONPATH=. .venv/bin/python benchmarks/macro_names.py --repo /tmp/tokio --lang rust --work /tmp/mn-tokio
     PYTHONPATH=. .venv/bin/python benchmarks/macro_names.py --repo /tmp/redis --lang c --work /tmp/mn-redis --per-repo 30
 
-``--misses`` lists each miss with what came first. Run the same command with ``PYTHONPATH`` on another checkout of
-localidx to compare (each ``--work`` holds one index; use one per checkout).
+``--misses`` lists each miss with what came first; ``--name NAME`` (repeatable) asks those names instead of a
+sample. Run the same command with ``PYTHONPATH`` on another checkout of localidx to compare (each ``--work`` holds
+one index; use one per checkout).
 """
 
 from __future__ import annotations
@@ -121,8 +122,9 @@ def _is_source(path: str) -> bool:
     return not any(part in SKIP_PARTS for part in path.split("/")[:-1])
 
 
-def sample_names(root: Path, lang: str, per_repo: int) -> list[dict]:
-    """The names asked: ``{"query", "targets": [{path, line}]}``, declared only inside macro or #if regions."""
+def sample_names(root: Path, lang: str, per_repo: int, chosen: list[str] | None = None) -> list[dict]:
+    """The names asked: ``{"query", "targets": [{path, line}]}``, declared only inside macro or #if regions; with
+    ``chosen``, those names (wherever declared) instead of a sample."""
     suffixes, scan = SCANS[lang]
     files = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
     by_name: dict[str, list[tuple[str, int, bool, bool]]] = defaultdict(list)
@@ -132,6 +134,9 @@ def sample_names(root: Path, lang: str, per_repo: int) -> list[dict]:
         text = (root / path).read_text(encoding="utf-8", errors="replace")
         for name, line, inside, prototype in scan(text):
             by_name[name].append((path, line, inside, prototype))
+    if chosen:
+        return [{"query": name, "targets": [{"path": p, "line": n} for p, n, _, _ in by_name[name]]}
+                for name in chosen if by_name.get(name)]
     candidates = []
     for name, decls in by_name.items():
         definitions = [d for d in decls if not d[3]]
@@ -156,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True, help="the index's home (kept and reused)")
     parser.add_argument("--per-repo", type=int, default=50)
     parser.add_argument("--misses", action="store_true")
+    parser.add_argument("--name", action="append", default=[], help="ask this name instead of a sample (repeatable)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -165,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     from localidx.store.index import open_index
 
     root = args.repo.resolve()
-    names = sample_names(root, args.lang, args.per_repo)
+    names = sample_names(root, args.lang, args.per_repo, args.name)
     settings = load_settings(root, {"home": str(args.work.resolve())})
     started = time.perf_counter()
     run_index(root, True, settings)
@@ -186,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         index.close()
     hit1 = sum(1 for r in ranks if r == 1)
     hit3 = sum(1 for r in ranks if r is not None and r <= 3)
-    print(f"\n{root.name} ({args.lang}): {len(names)} names declared inside macro/#if regions")
+    what = "names asked" if args.name else "names declared inside macro/#if regions"
+    print(f"\n{root.name} ({args.lang}): {len(names)} {what}")
     print(f"hit@1 {hit1}/{len(names)} = {hit1 / max(len(names), 1):.3f}   "
           f"hit@3 {hit3}/{len(names)} = {hit3 / max(len(names), 1):.3f}")
     return 0
