@@ -142,6 +142,8 @@ def test_a_definition_inside_a_macro_is_its_own_chunk_and_meta_names_the_macro()
     assert struct.symbol == "Lines" and struct.start_line <= 10 <= struct.end_line
     assert struct.tags["macro"] == "pin_project!"
     assert "Symbol: Struct Lines (in pin_project!)" in struct.header
+    assert struct.end_line == 17  # the invocation's closing brace travels with the struct, not alone in a chunk
+    assert all(any(ch.isalnum() for ch in c.text) for c in result.chunks)
     # The lines around the items are still indexed: every line is in some chunk.
     covered = {n for c in result.chunks for n in range(c.start_line, c.end_line + 1)}
     assert all(n in covered for n, line in enumerate(LINES_RS.splitlines(), 1) if line.strip())

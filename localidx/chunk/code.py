@@ -12,7 +12,8 @@ in file order. The rules, with no language named anywhere:
   member's name), ``kind`` is their common kind or ``group`` when they differ, and the title lists each member with
   its kind; no member's signature or doc stands for the group.
 - A symbol the parser found inside a macro invocation (``Symbol.macro``) is chunked like any other; the invocation's
-  own lines are module code, and the chunk's ``macro`` tag names the invocation for [META].
+  own lines are module code, and the chunk's ``macro`` tag names the invocation for [META]. Lines with no word in
+  them after a unit (the invocation's closing ``}``) join that unit rather than make a chunk of their own.
 - Anything over ``settings.max_tokens`` is split with ``settings.overlap_lines`` of overlap (``split.split_lines``).
 
 Every non-blank line ends up in at least one chunk; ``chunk_file`` checks that and reports a sentinel if not.
@@ -79,7 +80,21 @@ class _CodeChunker:
             cursor = max(cursor, sym.end_line + 1)
         if cursor <= end:
             units.extend(self._gap(cursor, end))
-        return units
+        return self._closings_attached(units)
+
+    def _closings_attached(self, units: list[_Unit]) -> list[_Unit]:
+        """Lines with no word in them after a unit (the `}` that closes a macro invocation whose items are symbols)
+        join that unit instead of making a chunk of their own that no question can find."""
+        out: list[_Unit] = []
+        for unit in units:
+            if out and unit.symbol is None and not any(ch.isalnum() for line in unit.text_lines for ch in line):
+                prev = out[-1]
+                numbers = [*prev.line_numbers, *range(prev.end + 1, unit.end + 1)]
+                out[-1] = _Unit(prev.start, unit.end, prev.symbol, prev.text_lines + self.lines[prev.end : unit.end],
+                                numbers, skeleton=prev.skeleton)
+            else:
+                out.append(unit)
+        return out
 
     def _gap(self, start: int, end: int) -> list[_Unit]:
         while start <= end and _is_blank(self.lines[start - 1]):
