@@ -168,7 +168,11 @@ def run_repo(label: str, root: Path, args) -> dict:
     copy = hot.wait(table, 1800)
     load_s = time.perf_counter() - load_started
     grown_mb = memory_mb() - before_mb
-    env = {**os.environ, "LOCALIDX_HOT": "1"}
+    # as installed: a package's modules compiled once (an installer writes them), not at every start
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["LOCALIDX_HOT"] = "1"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(search_module.__file__).parents[1])],
+                   env=env, check=True)
     daemon, daemon_memory = start_daemon(root, copy.size, env)
     shell = [args.localidx] if args.localidx else [sys.executable, "-m", "localidx"]
     worker = subprocess.Popen([args.semble_python, "-c", SEMBLE_WORKER, str(root), args.semble_model],
