@@ -220,7 +220,12 @@ def test_a_table_with_an_ann_index_keeps_its_vector_search_in_lancedb(fixture_re
     lance = _without_copy(monkeypatch, lambda: arms.vector_arm(table, vector, None, 50))
     monkeypatch.setitem(hot._copies, key, postings_only)
     assert arms.vector_arm(table, vector, None, 50) == lance
-    assert search_module.search(index, "parse the configuration file", k=5)
+    # nor the text (the shown rows' text is taken from LanceDB): the same answers, text included
+    assert not postings_only.holds("text") and full.holds("text")
+    for query in ("parse the configuration file", "getUserName", "class Stack"):
+        mine = search_module.search_response(index, query, k=5)["matches"]
+        theirs = _without_copy(monkeypatch, lambda: search_module.search_response(index, query, k=5))["matches"]
+        assert [(m["id"], m["text"]) for m in mine] == [(m["id"], m["text"]) for m in theirs], query
 
 
 def test_the_copy_holds_every_column_a_result_shows_as_lancedb_has_it(fixture_repo):

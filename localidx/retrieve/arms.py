@@ -6,7 +6,8 @@ Read-only. Invariants:
 
 - Within one search a table is read from its copy or from LanceDB, as ``decide`` said at the search's start: one
   search, one reading of each version. A filtered arm (``where``) reads LanceDB, whose prefilters apply the filter;
-  rows taken by row id (``with_columns``, ``materialise``, the name lookup's) come from the copy whatever the filter.
+  rows taken by row id (``taken``: the shown rows, the name lookup's) come from the copy whatever the filter, but
+  for a column the copy does not hold (the text, in a copy of a table with an ANN index), read from LanceDB.
 - An arm returns ``CANDIDATE_COLUMNS``, the row id and its score; ``materialise`` replaces the rows that are shown by
   full rows (``COLUMNS``), taken by row id from the same version.
 - The name lookup (``definition_arm``) finds a name's definitions by their symbols (``SymbolMap``) and by the
@@ -64,7 +65,8 @@ def bm25_arm(table, query: str, where: str | None, fetch: int, required: bool, c
         return []
     in_memory = None if where else hot_copy(table)
     if in_memory is not None:
-        return in_memory.bm25(text, fetch, columns)
+        found = in_memory.bm25(text, fetch, tuple(c for c in columns if in_memory.holds(c)))
+        return _from_lancedb(table, found, tuple(c for c in columns if not in_memory.holds(c)))
     try:
         # A MatchQuery is tokenised like the column, never parsed: no phrase, field or boolean syntax applies.
         builder = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
@@ -133,19 +135,25 @@ def hot_copy(table):
 
 def taken(table, row_ids: list[int], columns, with_row_id: bool = False) -> list[dict]:
     """The rows of ``row_ids`` of the pinned ``table`` with ``columns`` (and ``_rowid``), from its copy when it has
-    one, else from LanceDB."""
+    one (a column it does not hold from LanceDB), else from LanceDB."""
     in_memory = hot_copy(table)
-    if in_memory is not None:
-        return in_memory.rows(row_ids, tuple(columns) + (("_rowid",) if with_row_id else ()))
-    builder = table.take_row_ids(row_ids).select(list(columns))
-    return (builder.with_row_id() if with_row_id else builder).to_list()
+    if in_memory is None:
+        builder = table.take_row_ids(row_ids).select(list(columns))
+        return (builder.with_row_id() if with_row_id else builder).to_list()
+    rows = in_memory.rows(row_ids, tuple(c for c in columns if in_memory.holds(c)) + ("_rowid",))
+    rows = _from_lancedb(table, rows, tuple(c for c in columns if not in_memory.holds(c)))
+    if not with_row_id:
+        for row in rows:
+            del row["_rowid"]
+    return rows
 
 
-def with_columns(table, rows: list[dict], columns: tuple) -> list[dict]:
-    """``rows`` (with ``_rowid``) with ``columns`` added, taken by row id from the same pinned version."""
+def _from_lancedb(table, rows: list[dict], columns: tuple) -> list[dict]:
+    """``rows`` (with ``_rowid``) with ``columns`` added, taken by row id from LanceDB's same pinned version."""
     if not columns or not rows:
         return rows
-    by_row = {row["_rowid"]: row for row in taken(table, [row["_rowid"] for row in rows], columns, True)}
+    found = table.take_row_ids([row["_rowid"] for row in rows]).select(list(columns)).with_row_id().to_list()
+    by_row = {row["_rowid"]: row for row in found}
     out = []
     for row in rows:
         extra = by_row.get(row["_rowid"])

@@ -188,6 +188,11 @@ class HotCopy:
             out.append(row)
         return out
 
+    def holds(self, name: str) -> bool:
+        """Whether this copy holds column ``name`` (of ``COLUMNS``, or ``_rowid``): every one but ``text`` in a copy
+        without vectors (see ``build``)."""
+        return name in self.columns or name in _HELD or name == "_rowid"
+
     def _values(self, numbers, columns) -> dict[str, list]:
         at = numbers.tolist()
         return {name: self.columns[name].values(at) for name in columns}
@@ -308,7 +313,8 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
     n = len(ids)
     # With an ANN index (``ANN_MIN_ROWS`` and more) LanceDB's vector search is faster than a scan of every vector
     # here (154k chunks: 46 ms against 120 ms a query on a loaded machine) and the vectors were most of the copy's
-    # memory: such a copy holds the BM25 postings only.
+    # memory: such a copy holds the BM25 postings only, and no text either (the text of 100k chunks is 60 to 80 MB;
+    # a query takes the few rows it shows from LanceDB, 5 ms beside its vector search's 20).
     with_vectors = not any(tuple(i.columns) == ("vector",) for i in table.list_indices())
     if previous is not None and previous.with_vectors != with_vectors:
         previous = None
@@ -342,7 +348,7 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
         vectors[kept] = previous.vectors[old_of_new[kept]]
         has_vector[kept] = previous.has_vector[old_of_new[kept]]
         # ``content_hash`` is the hash of the text: a kept row's text is the previous copy's if that hash is too
-        old_texts = previous.columns["text"].values(old_of_new[kept].tolist())
+        old_texts = previous.columns["text"].values(old_of_new[kept].tolist()) if with_vectors else ()
         old_hashes = previous.columns["content_hash"].values(old_of_new[kept].tolist())
         for i, text, old_hash, new_hash in zip(kept.tolist(), old_texts, old_hashes,
                                                meta.column("content_hash").take(kept).to_pylist()):
@@ -357,10 +363,10 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
     for begin in range(0, len(new), READ_BATCH):
         batch = new[begin:begin + READ_BATCH]
         data = table.take_row_ids([int(row_ids[i]) for i in batch]) \
-            .select([FTS_COLUMN, "text", "vector"] if with_vectors else [FTS_COLUMN, "text"]).with_row_id().to_arrow()
+            .select([FTS_COLUMN, "text", "vector"] if with_vectors else [FTS_COLUMN]).with_row_id().to_arrow()
         position = {int(r): j for j, r in enumerate(data.column("_rowid").to_pylist())}
         words = data.column(FTS_COLUMN).to_pylist()
-        shown = data.column("text").to_pylist()
+        shown = data.column("text").to_pylist() if with_vectors else [None] * len(words)
         column = data.column("vector").combine_chunks() if with_vectors else \
             pa.nulls(len(words), pa.list_(pa.float32(), 1))
         if vectors is None:
@@ -407,7 +413,7 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
         shown = dict(zip(data.column("_rowid").to_pylist(), data.column("text").to_pylist()))
         for i in batch:
             texts[i] = shown.get(int(row_ids[i]))
-    columns = {"text": hold(texts)}
+    columns = {"text": hold(texts)} if with_vectors else {}
     columns.update((name, hold(meta.column(name).to_pylist())) for name in _EXTRA)
     path_list, path_codes = _codes(meta.column("path").to_pylist())
     language_list, language_codes = _codes(meta.column("language").to_pylist())
@@ -514,27 +520,37 @@ class _Coded:
 
 class _Sparse:
     """Any other column (the symbols of merged chunks: a list for a few rows): its most common value, and the
-    others by row."""
+    others, by row, as JSON in a ``_Text``."""
 
     def __init__(self, values: list):
         import json
 
+        import numpy as np
+
+        encoded = [json.dumps(v, ensure_ascii=False) for v in values]
         counted: dict[str, int] = {}
-        for v in values:
-            key = json.dumps(v)
-            counted[key] = counted.get(key, 0) + 1
-        common = max(counted, key=counted.get) if counted else "null"
-        self.common = json.loads(common)
-        self.others = {i: v for i, v in enumerate(values) if json.dumps(v) != common}
+        for e in encoded:
+            counted[e] = counted.get(e, 0) + 1
+        self.common = max(counted, key=counted.get) if counted else "null"
+        others = [i for i, e in enumerate(encoded) if e != self.common]
+        self.rows = np.asarray(others, dtype=np.int64)
+        self.others = _Text([encoded[i] for i in others])
 
     def values(self, at: list[int]) -> list:
-        import copy
+        import json
 
-        others, common = self.others, self.common
-        return [copy.copy(others[i]) if i in others else copy.copy(common) for i in at]
+        import numpy as np
+
+        places = np.searchsorted(self.rows, np.asarray(list(at), dtype=np.int64)).tolist() if len(self.rows) else []
+        out = []
+        for n, i in enumerate(at):
+            place = places[n] if places else 0
+            held = place < len(self.rows) and int(self.rows[place]) == i
+            out.append(json.loads(self.others.values([place])[0] if held else self.common))
+        return out
 
     def nbytes(self) -> int:
-        return 64 * len(self.others)
+        return self.rows.nbytes + self.others.nbytes() + len(self.common)
 
 
 def _codes(values: list) -> tuple[list, object]:
