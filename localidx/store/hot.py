@@ -55,6 +55,7 @@ COLUMNS = ("id", "path", "start_line", "end_line", "symbol", "kind", "language",
 _HELD = ("id", "path", "language", "start_line", "end_line")  # held for the arms, each in a shape of its own
 _EXTRA = tuple(name for name in COLUMNS if name not in _HELD and name != "text")  # read with the row ids
 _HEX = re.compile(r"[0-9a-f]{64}")  # a SHA-256 digest in hex
+_ID = re.compile(r"[0-9a-f]{32}")
 
 # The stop words LanceDB's English analysis removes, checked after stemming (``abov`` stays, ``owns`` goes): found by
 # querying a LanceDB full-text index with each candidate word.
@@ -140,7 +141,7 @@ class HotCopy:
     """One table version in memory (see the module docstring). Rows are numbered 0..n-1 in the order read."""
 
     key: tuple
-    ids: object  # chunk id per row (a pyarrow string array: a tenth of the memory of a list of str)
+    ids: object  # chunk id per row (``_Hex`` of 16 bytes, or ``_Text``: a tenth of the memory of a list of str)
     row_ids: object  # uint64 LanceDB row ids of the pinned version
     path_codes: object  # int32 index into ``paths``
     paths: list
@@ -163,17 +164,17 @@ class HotCopy:
 
     @property
     def size(self) -> int:
-        return len(self.ids)
+        return len(self.row_ids)
 
     def nbytes(self) -> int:
         """The arrays' bytes (the Python lists and dicts beside them are not counted)."""
         return sum(a.nbytes for a in (self.row_ids, self.path_codes, self.language_codes, self.start_lines,
                                       self.end_lines, self.vectors, self.has_vector, self.contents, self.starts,
                                       self.post_rows, self.post_counts, self.lengths, self.idf, self.by_row_id)) + \
-            self.ids.nbytes + sum(column.nbytes() for column in self.columns.values())
+            self.ids.nbytes() + sum(column.nbytes() for column in self.columns.values())
 
     def _rows(self, numbers, scores, score_name: str, columns: tuple = ()) -> list[dict]:
-        ids = self.ids.take(numbers).to_pylist()
+        ids = self.ids.values(numbers.tolist())
         paths, languages = self.paths, self.languages
         extra = self._values(numbers, columns)
         out = []
@@ -215,7 +216,7 @@ class HotCopy:
         import numpy as np
 
         numbers = np.asarray([n for n in self.numbers(row_ids) if n is not None], dtype=np.int64)
-        held = {"id": lambda: self.ids.take(numbers).to_pylist(),
+        held = {"id": lambda: self.ids.values(numbers.tolist()),
                 "path": lambda: [self.paths[c] for c in self.path_codes[numbers].tolist()],
                 "language": lambda: [self.languages[c] for c in self.language_codes[numbers].tolist()],
                 "start_line": lambda: self.start_lines[numbers].tolist(),
@@ -417,7 +418,9 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
     columns.update((name, hold(meta.column(name).to_pylist())) for name in _EXTRA)
     path_list, path_codes = _codes(meta.column("path").to_pylist())
     language_list, language_codes = _codes(meta.column("language").to_pylist())
-    return HotCopy(key=key, ids=meta.column("id").combine_chunks(), row_ids=row_ids, path_codes=path_codes,
+    # chunk ids are 32 hex digits (``localidx.chunk.finalize``): held as their 16 bytes
+    held_ids = _Hex(ids, 16) if all(len(i) == 32 and _ID.fullmatch(i) for i in ids) else _Text(ids)
+    return HotCopy(key=key, ids=held_ids, row_ids=row_ids, path_codes=path_codes,
                    paths=path_list,
                    language_codes=language_codes, languages=language_list,
                    start_lines=np.asarray(meta.column("start_line").to_numpy(zero_copy_only=False), dtype=np.int32),
@@ -487,14 +490,16 @@ class _Text:
 
 
 class _Hex:
-    """SHA-256 hex digests as their 32 bytes (half the memory)."""
+    """Lower-case hex digests of ``width`` bytes (a SHA-256's 32, a chunk id's 16) as their bytes (half the
+    memory)."""
 
-    def __init__(self, values: list):
+    def __init__(self, values: list, width: int = 32):
+        self.width = width
         self.blob = b"".join(bytes.fromhex(v) for v in values)
 
     def values(self, at: list[int]) -> list:
-        blob = self.blob
-        return [blob[32 * i:32 * i + 32].hex() for i in at]
+        blob, width = self.blob, self.width
+        return [blob[width * i:width * (i + 1)].hex() for i in at]
 
     def nbytes(self) -> int:
         return len(self.blob)
@@ -531,12 +536,14 @@ class _Sparse:
         counted: dict[str, int] = {}
         for e in encoded:
             counted[e] = counted.get(e, 0) + 1
-        self.common = max(counted, key=counted.get) if counted else "null"
-        others = [i for i, e in enumerate(encoded) if e != self.common]
+        common = max(counted, key=counted.get) if counted else "null"
+        self.common = json.loads(common)
+        others = [i for i, e in enumerate(encoded) if e != common]
         self.rows = np.asarray(others, dtype=np.int64)
         self.others = _Text([encoded[i] for i in others])
 
     def values(self, at: list[int]) -> list:
+        import copy
         import json
 
         import numpy as np
@@ -546,11 +553,11 @@ class _Sparse:
         for n, i in enumerate(at):
             place = places[n] if places else 0
             held = place < len(self.rows) and int(self.rows[place]) == i
-            out.append(json.loads(self.others.values([place])[0] if held else self.common))
+            out.append(json.loads(self.others.values([place])[0]) if held else copy.deepcopy(self.common))
         return out
 
     def nbytes(self) -> int:
-        return self.rows.nbytes + self.others.nbytes() + len(self.common)
+        return self.rows.nbytes + self.others.nbytes()
 
 
 def _codes(values: list) -> tuple[list, object]:
