@@ -292,17 +292,18 @@ def main() -> None:
 
         # Where a hybrid query's time goes: the same steps search() takes, one by one.
         search_module = sys.modules["localidx.retrieve.search"]  # the package re-exports search(), hiding the module
+        from localidx.retrieve import arms
 
         stage_ms: dict[str, list[float]] = {"snapshot": [], "bm25 arm": [], "query embedding": [], "vector arm": []}
         for q in WARMUP + QUERIES:
             marks = [time.perf_counter()]
             snap = index.store.snapshot()
             marks.append(time.perf_counter())
-            search_module._bm25_arm(snap, q, None, search_module.CANDIDATES, required=False)
+            arms.bm25_arm(snap, q, None, search_module.CANDIDATES, required=False)
             marks.append(time.perf_counter())
             vector = index.embedder.embed_query(q)
             marks.append(time.perf_counter())
-            search_module._vector_arm(snap, vector, None, search_module.CANDIDATES)
+            arms.vector_arm(snap, vector, None, search_module.CANDIDATES)
             marks.append(time.perf_counter())
             if q in QUERIES:
                 for (name, values), a, b in zip(stage_ms.items(), marks, marks[1:]):

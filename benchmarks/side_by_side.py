@@ -3,11 +3,14 @@
 Each repository is indexed by both (localidx with the default static-minilm model, in this process; semble in a
 worker process of its own virtual environment, ``--semble-python``). Then every question is asked in turn, one after
 the other so that both see the same load: semble's ``SembleIndex.search(q, top_k=10)`` (timed inside its process),
-localidx's ``search_response(index, q, k=10)`` on an index opened once, as the daemon answers, with the in-memory
-copy (``store/hot.py``) and without it (``LOCALIDX_HOT=0``, the LanceDB path), and ``localidx search --json -k 10``
-through the CLI's entry point in this process (settings, index opening and JSON output included). Printed: p50 / p95
-of wall time per variant, the p50 of CPU time (the process's, all threads: on a machine others load, wall time is
-mostly waiting for a core), and their ratios to semble's.
+localidx's ``search_response(index, q, k=10)`` on an index opened once, with the in-memory copy (``store/hot.py``)
+and without it (``LOCALIDX_HOT=0``, the LanceDB path); ``search/query`` sent to the work tree's daemon over one
+connection (the daemon's copy loaded first: the time of a request, socket and JSON included); and
+``localidx search --json -k 10 Q`` run from the shell with that daemon (a whole process, timed from outside: the
+interpreter's start, the fast entry, the round trip and the printing). Printed: p50 / p95 of wall time per variant,
+the p50 of CPU time (this process's, all threads; for the daemon and the shell, none), their ratios to semble's,
+and the memory of the copy: its arrays (also per 100k chunks) and what this process's anonymous memory grew by
+when it loaded the copy, after 20 searches through LanceDB had warmed what those hold.
 
 semble reads a model2vec model. Without access to a model hub, ``--semble-model`` is a directory in model2vec's
 format made from localidx's own static-minilm table (the same tokenizer and dimension, 256, as semble's default
@@ -15,11 +18,13 @@ potion model, so the query embedding costs both about the same): ``tokenizer.jso
 ``localidx/embed/minilm/``, ``model.safetensors`` holding the table (``<cache>/models/static-minilm-*/table.f32.npy``)
 as ``embeddings``, and ``config.json`` ``{"model_type": "model2vec", "hidden_dim": 256, "normalize": true}``.
 
-Synthetic sizes (``--synthetic 10000,100000``): a git repository of copies of standard-library packages, grown until
-localidx indexes about that many chunks.
+Synthetic sizes (``--synthetic 10000,65000``): a git repository of copies of standard-library packages (the
+packages of ``_corpus.STDLIB_PACKAGES`` copied again under ``copy<n>/``), grown until it holds about that many chunks
+at 22 lines a chunk; localidx cuts about 1.5 times as many (65000 gives 100k chunks). The copies repeat each other's
+text, which both tools index as separate chunks (and the copy holds once: its text column is then a code per row).
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/side_by_side.py --semble-python /tmp/semble/bin/python \\
-        --semble-model /tmp/semble-model --repos /tmp/flask,/tmp/aiohttp --synthetic 10000
+        --semble-model /tmp/semble-model --repos /tmp/flask,/tmp/aiohttp --synthetic 65000
 
 Not a timed test: machines are noisy; run it, read it, quote it.
 """
@@ -27,8 +32,6 @@ Not a timed test: machines are noisy; run it, read it, quote it.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
 import shutil
@@ -106,16 +109,37 @@ def index_localidx(root: Path, home: Path):
     return open_index(root, True, settings, read_only=True), took
 
 
-def cli_search(root: Path, query: str) -> None:
-    from localidx.cli import cli
+def start_daemon(root: Path, chunks: int, env: dict):
+    """The work tree's daemon started, once its copy of the index is loaded: a connection to it."""
+    from localidx.client import connect
+    from localidx.config import load_settings
 
-    previous = Path.cwd()
-    os.chdir(root)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            cli.main(["search", "--json", "-k", "10", "--no-daemon", query], standalone_mode=False)
-    finally:
-        os.chdir(previous)
+    subprocess.run([sys.executable, "-m", "localidx", "daemon", "start"], cwd=root, env=env, check=True,
+                   capture_output=True)
+    settings = load_settings(root)
+    deadline = time.monotonic() + 1800
+    while time.monotonic() < deadline:
+        client = connect(root, True, settings, timeout=60, restart=False)
+        client.request("search/query", {"query": "warm up", "k": 1}, timeout=600)  # its first query starts the load
+        client.close()
+        client = connect(root, True, settings, timeout=60, restart=False)
+        loaded = client.hello.get("daemon", {}).get("memory", {}).get("in_memory", {})
+        if loaded.get("chunks") == chunks:
+            return client, client.hello["daemon"]["memory"]
+        client.close()
+        time.sleep(2)
+    raise SystemExit("the daemon did not load its copy of the index")
+
+
+def memory_mb() -> float:
+    """This process's anonymous memory (what the daemon reports as ``anon_mb``), after a collection and a trim."""
+    import gc
+
+    from localidx.daemon.memory import trim, usage
+
+    gc.collect()
+    trim()
+    return float(usage()["anon_mb"])
 
 
 def timed(action) -> tuple[float, float]:
@@ -136,9 +160,21 @@ def run_repo(label: str, root: Path, args) -> dict:
     os.environ["LOCALIDX_HOME"] = str(home)
     index, index_s = index_localidx(root, home)
     table = pinned(index)
+    os.environ["LOCALIDX_HOT"] = "0"
+    for query in QUESTIONS[:20]:
+        search_module.search_response(index, query, k=10)
+    before_mb = memory_mb()
     load_started = time.perf_counter()
-    copy = hot.wait(table)
+    copy = hot.wait(table, 1800)
     load_s = time.perf_counter() - load_started
+    grown_mb = memory_mb() - before_mb
+    # as installed: a package's modules compiled once (an installer writes them), not at every start
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["LOCALIDX_HOT"] = "1"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(search_module.__file__).parents[1])],
+                   env=env, check=True)
+    daemon, daemon_memory = start_daemon(root, copy.size, env)
+    shell = [args.localidx] if args.localidx else [sys.executable, "-m", "localidx"]
     worker = subprocess.Popen([args.semble_python, "-c", SEMBLE_WORKER, str(root), args.semble_model],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     ready = json.loads(worker.stdout.readline())
@@ -153,12 +189,20 @@ def run_repo(label: str, root: Path, args) -> dict:
         os.environ["LOCALIDX_HOT"] = "1" if hot_on else "0"
         return timed(lambda: search_module.search_response(index, query, k=10))
 
-    def via_cli(query: str) -> tuple[float, float]:
-        os.environ["LOCALIDX_HOT"] = "1"
-        return timed(lambda: cli_search(root, query))
+    def in_daemon(query: str) -> tuple[float, float]:
+        started = time.perf_counter()
+        daemon.request("search/query", {"query": query, "k": 10}, timeout=120)
+        return (time.perf_counter() - started) * 1e3, 0.0
+
+    def from_shell(query: str) -> tuple[float, float]:
+        started = time.perf_counter()
+        subprocess.run([*shell, "search", "--json", "-k", "10", query], cwd=root, env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        return (time.perf_counter() - started) * 1e3, 0.0
 
     variants = {"semble": semble, "localidx (memory)": lambda q: localidx(q, True),
-                "localidx (LanceDB)": lambda q: localidx(q, False), "localidx CLI entry (memory)": via_cli}
+                "localidx (LanceDB)": lambda q: localidx(q, False), "localidx daemon (search/query)": in_daemon,
+                "localidx search from the shell (daemon)": from_shell}
     for query in QUESTIONS[:5]:  # warm-up: models, caches, the CLI's first in-process load of this version
         for action in variants.values():
             action(query)
@@ -169,19 +213,26 @@ def run_repo(label: str, root: Path, args) -> dict:
                 times[name].append(action(query))
     worker.stdin.close()
     worker.wait(timeout=60)
+    daemon.close()
+    subprocess.run([sys.executable, "-m", "localidx", "daemon", "stop"], cwd=root, env=env, capture_output=True)
     os.environ.pop("LOCALIDX_HOT", None)
     walls = {name: [wall for wall, _cpu in values] for name, values in times.items()}
     cpus = {name: [cpu for _wall, cpu in values] for name, values in times.items()}
     base = percentile(walls["semble"], 50), percentile(walls["semble"], 95), percentile(cpus["semble"], 50)
     out = {"repo": label, "localidx_chunks": copy.size if copy else None, "semble_chunks": ready["chunks"],
            "localidx_index_s": round(index_s, 1), "semble_index_s": round(ready["index_s"], 1),
-           "memory_load_s": round(load_s, 2), "memory_mb": round(copy.nbytes() / 1e6, 1) if copy else None,
+           "memory_load_s": round(load_s, 2), "memory_mb": round(copy.nbytes() / 1e6, 1),
+           "memory_mb_per_100k": round(copy.nbytes() / 1e6 * 100_000 / max(copy.size, 1), 1),
+           "process_anon_grew_mb": round(grown_mb, 1),
+           "process_anon_grew_mb_per_100k": round(grown_mb * 100_000 / max(copy.size, 1), 1),
+           "daemon_rss_mb": daemon_memory.get("rss_mb"), "daemon_anon_mb": daemon_memory.get("anon_mb"),
            "load": loadavg()}
     for name in times:
         p50, p95, cpu = percentile(walls[name], 50), percentile(walls[name], 95), percentile(cpus[name], 50)
-        out[name] = {"p50_ms": round(p50, 2), "p95_ms": round(p95, 2), "cpu_p50_ms": round(cpu, 2),
-                     "x_semble_p50": round(p50 / base[0], 2), "x_semble_p95": round(p95 / base[1], 2),
-                     "x_semble_cpu_p50": round(cpu / base[2], 2)}
+        out[name] = {"p50_ms": round(p50, 2), "p95_ms": round(p95, 2), "x_semble_p50": round(p50 / base[0], 2),
+                     "x_semble_p95": round(p95 / base[1], 2)}
+        if cpu:
+            out[name].update({"cpu_p50_ms": round(cpu, 2), "x_semble_cpu_p50": round(cpu / base[2], 2)})
     index.close()
     return out
 
@@ -194,6 +245,8 @@ def main() -> None:
     parser.add_argument("--semble-model", default="", help="a model2vec model directory for semble")
     parser.add_argument("--rounds", type=int, default=2, help="times each question is asked")
     parser.add_argument("--work", default=str(WORK / "side-by-side"))
+    parser.add_argument("--localidx", default="", help="the localidx script timed from the shell (default: this "
+                                                        "interpreter's -m localidx)")
     args = parser.parse_args()
     if not args.semble_python or not args.semble_model:
         parser.error("--semble-python and --semble-model are required")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from localidx.config import load_settings
+from localidx.retrieve import arms
 from localidx.indexer import run_index
 from localidx.store import hot
 from localidx.store.index import open_index, pinned
@@ -87,11 +88,11 @@ def test_the_copys_arms_answer_as_lancedbs(fixture_repo, monkeypatch):
     assert copy is not None and copy.size > 100
     compared = 0
     for query in _queries(root):
-        lance = _without_copy(monkeypatch, lambda: search_module._bm25_arm(table, query, None, 200, required=False))
-        _same_ranking(search_module._bm25_arm(table, query, None, 200, required=False), lance, "_score", query)
+        lance = _without_copy(monkeypatch, lambda: arms.bm25_arm(table, query, None, 200, required=False))
+        _same_ranking(arms.bm25_arm(table, query, None, 200, required=False), lance, "_score", query)
         vector = index.embedder.embed_query(query)
-        lance = _without_copy(monkeypatch, lambda: search_module._vector_arm(table, vector, None, 50))
-        _same_ranking(search_module._vector_arm(table, vector, None, 50), lance, "_distance", query)
+        lance = _without_copy(monkeypatch, lambda: arms.vector_arm(table, vector, None, 50))
+        _same_ranking(arms.vector_arm(table, vector, None, 50), lance, "_distance", query)
         compared += 1
     assert compared == len(_queries(root))
 
@@ -216,7 +217,67 @@ def test_a_table_with_an_ann_index_keeps_its_vector_search_in_lancedb(fixture_re
     vector = index.embedder.embed_query("parse the configuration file")
     assert postings_only.vector(vector, 10) is None
     assert postings_only.bm25("parse the configuration file", 50) == full.bm25("parse the configuration file", 50)
-    lance = _without_copy(monkeypatch, lambda: search_module._vector_arm(table, vector, None, 50))
+    lance = _without_copy(monkeypatch, lambda: arms.vector_arm(table, vector, None, 50))
     monkeypatch.setitem(hot._copies, key, postings_only)
-    assert search_module._vector_arm(table, vector, None, 50) == lance
-    assert search_module.search(index, "parse the configuration file", k=5)
+    assert arms.vector_arm(table, vector, None, 50) == lance
+    # nor the text (the shown rows' text is taken from LanceDB): the same answers, text included
+    assert not postings_only.holds("text") and full.holds("text")
+    for query in ("parse the configuration file", "getUserName", "class Stack"):
+        mine = search_module.search_response(index, query, k=5)["matches"]
+        theirs = _without_copy(monkeypatch, lambda: search_module.search_response(index, query, k=5))["matches"]
+        assert [(m["id"], m["text"]) for m in mine] == [(m["id"], m["text"]) for m in theirs], query
+
+
+def test_the_copy_holds_every_column_a_result_shows_as_lancedb_has_it(fixture_repo):
+    """Every row of the copy, with every column a match is built from, equals LanceDB's row (text, hashes, tags,
+    merged symbols, null and empty values alike)."""
+    root, settings = fixture_repo
+    table = pinned(open_index(root, True, settings, read_only=True))
+    copy = hot.wait(table)
+    row_ids = copy.row_ids.tolist()
+    lance = table.take_row_ids(row_ids).select(list(hot.COLUMNS)).with_row_id().to_list()
+    mine = copy.rows(row_ids, (*hot.COLUMNS, "_rowid"))
+    assert len(mine) == len(lance) == copy.size
+    assert {r["_rowid"]: r for r in mine} == {r["_rowid"]: r for r in lance}
+    assert any(r["symbols"] for r in mine) and any(r["parent_id"] for r in mine)
+    assert copy.rows([max(row_ids) + 1]) == []  # a row id the version does not hold
+
+
+def test_answers_from_the_copy_are_the_answers_from_lancedb_field_by_field(fixture_repo, monkeypatch):
+    """What a user is shown (``search_response``: path, lines, text, symbol, tags, staleness...) is the same with
+    the copy as without it, for questions and for name queries."""
+    root, settings = fixture_repo
+    index = open_index(root, True, settings, read_only=True)
+    assert hot.wait(pinned(index)) is not None
+    scores = ("score", "vector_score", "bm25_score", "similarity")
+    compared = 0
+    for query in _queries(root):
+        lance = _without_copy(monkeypatch, lambda: search_module.search_response(index, query, k=10))["matches"]
+        mine = search_module.search_response(index, query, k=10)["matches"]
+        if [m["id"] for m in mine] != [m["id"] for m in lance]:
+            continue  # two scores that differ in the seventh digit (see above)
+        for m, l in zip(mine, lance):
+            assert {k: v for k, v in m.items() if k not in scores} == {k: v for k, v in l.items() if k not in scores}
+            for name in scores:
+                assert (m[name] is None) == (l[name] is None), query
+                assert m[name] == pytest.approx(l[name], rel=1e-3, abs=1e-5) if m[name] is not None else True
+        compared += 1
+    assert compared >= 0.9 * len(_queries(root))
+
+
+def test_a_warm_search_reads_nothing_of_lancedb(fixture_repo, monkeypatch):
+    """With the version's copy loaded, a question, a name query and a files view are answered without a read of
+    the table: no full-text or vector search, no take by row id, no scan."""
+    root, settings = fixture_repo
+    index = open_index(root, True, settings, read_only=True)
+    table = pinned(index)
+    assert hot.wait(table) is not None
+
+    def refused(*_args, **_kwargs):
+        raise AssertionError("a warm search read LanceDB")
+
+    monkeypatch.setattr(type(table), "search", refused)
+    monkeypatch.setattr(type(table), "take_row_ids", refused)
+    for query in ("parse the configuration file", "getUserName", "class Stack", "how does push add an item"):
+        assert search_module.search_response(index, query, k=10)["matches"], query
+    assert search_module.search_response(index, "render template", files=True, k=5)["files"]

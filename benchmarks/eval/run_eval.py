@@ -116,13 +116,13 @@ def skip_vector_kinds(kinds: list[str]) -> None:
 
     search_module = importlib.import_module("localidx.retrieve.search")  # the package re-exports search()
 
-    original = search_module._vector_arm
+    original = search_module.vector_arm  # the name the search module calls
     clause = f"kind NOT IN ({', '.join(sql_str(k) for k in kinds)})"
 
     def arm(table, vector, where, fetch):
         return original(table, vector, f"({where}) AND {clause}" if where else clause, fetch)
 
-    search_module._vector_arm = arm
+    search_module.vector_arm = arm
 
 
 def _targets(args) -> list[tuple[str, list[tuple[Path, list[dict]]]]]:

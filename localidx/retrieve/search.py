@@ -43,21 +43,20 @@ import contextvars
 import copy
 import logging
 import os
-import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from localidx.embed.names import STATIC_MODEL, TRANSFORMER_MODEL
-from localidx.errors import UsageError
-from localidx.errors import IndexNotReady
+from localidx.errors import IndexNotReady, UsageError
 import localidx.retrieve.fusion as _fusion
 import localidx.retrieve.ranking as ranking
 from localidx.retrieve.guard import found as counts_as_found, limit_query, require_words
-from localidx.retrieve.ranking import (PathIndex, declaration_rank, definition_rank, definitions_first, mentioned_names,
-                                       path_evidence, question_words, rank_question, role_factor)
-from localidx.retrieve.transforms import NameQuery, fold_name, name_parts, name_query, path_role
+from localidx.retrieve.arms import COLUMNS, bm25_arm, decide, definition_arm, materialise, vector_arm
+from localidx.retrieve.ranking import (PathIndex, definitions_first, mentioned_names, path_evidence, question_words,
+                                       rank_question, role_factor)
+from localidx.retrieve.transforms import NameQuery, name_query, path_role
 from localidx.text import valid_text
 
 log = logging.getLogger(__name__)
@@ -97,14 +96,6 @@ TITLE_SHARE = 0.3  # of the BM25 weight, given to a report's title read alone (t
 FILE_DEPTH_DECAY = 0.7  # a report's n-th best chunk of one file counts this to the power n-1 (more files in the top)
 MAX_DEFINITIONS = 20  # a name query's definitions put first; a name defined more often ranks the rest as found
 
-COLUMNS = ["id", "path", "start_line", "end_line", "symbol", "kind", "language", "title", "text", "signature",
-           "parent", "tags", "file_hash", "span_hash", "content_hash", "parent_id", "chunk_index", "token_count",
-           "symbols"]
-# What the arms read of each candidate: enough to fuse, weigh roles, support files and order ties. The full rows of
-# the k that win are taken by row id afterwards (``_materialise``): reading every column of 200 candidates per arm
-# cost more than the searches themselves.
-CANDIDATE_COLUMNS = ["id", "path", "language", "start_line", "end_line"]
-_QUERY_WORD = re.compile(r"\w+")
 
 
 @dataclass
@@ -191,20 +182,17 @@ def search_sources(sources, query: str, k: int = 10, mode: str = "hybrid", langu
     the best there is merely for being its repository's best, so a one-function repository cannot outrank the right
     answer elsewhere. With one source this is exactly ``search``.
     """
-    decided = _DECIDED.set({})  # id(table) -> its copy or None, for this search only
-    try:
-        return _search_sources(sources, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind,
-                               fusion=fusion, vector_weight=vector_weight, fetch=fetch)
-    finally:
-        _DECIDED.reset(decided)
+    sources = list(sources)  # read by two threads (see the arms below)
+    with decide(table for _label, _index, table in sources) as copies:
+        return _search_sources(sources, copies, query, k=k, mode=mode, language=language, path_glob=path_glob,
+                               kind=kind, fusion=fusion, vector_weight=vector_weight, fetch=fetch)
 
 
-def _search_sources(sources, query: str, k: int, mode: str, language: str | None, path_glob: str | None,
+def _search_sources(sources, copies: dict, query: str, k: int, mode: str, language: str | None, path_glob: str | None,
                     kind: str | None, fusion: str | None, vector_weight: float | None,
                     fetch: int | None) -> list[tuple[str, Match]]:
     if not isinstance(query, str) or not query.strip():
         raise UsageError("empty query")
-    sources = list(sources)  # read by two threads (see the arms below)
     # Text that is not valid Unicode (bytes of a pasted name, a lone surrogate from JSON) would stop the tokenizer;
     # the length limit is every path's (search_response reports the cut, a direct call applies it silently).
     query = limit_query(query)[0]
@@ -241,13 +229,10 @@ def _search_sources(sources, query: str, k: int, mode: str, language: str | None
     # The vector arms (query embedding, then the ANN search of each source) run on another thread while this one
     # runs the BM25 arms: ONNX Runtime and LanceDB release the GIL. Their rows are merged below in the order the
     # arms always had (a source's BM25 rows first), so the ranking is the same as one arm after the other.
-    # Each source is read from its in-memory copy or from LanceDB, decided once for the whole search (a copy that
-    # becomes ready halfway through is for the next one): one search, one reading of each version.
-    copies = _DECIDED.get()
-    copies.update({id(table): None if where else _hot_copy(table) for _label, _index, table in sources})
+    # Each source is read from its in-memory copy or from LanceDB, decided once for the whole search (``decide``).
     vector_wanted = mode == "vector" or mode == "hybrid" and (weight > 0.0 or fusion == "rrf")
     vector_rows = None
-    if vector_wanted and all(found is not None and found.with_vectors for found in copies.values()):
+    if vector_wanted and not where and all(found is not None and found.with_vectors for found in copies.values()):
         vector_rows = _Done(_vector_arms(sources, plan.vector_text, where, fetch))  # a millisecond: no thread
     elif vector_wanted:
         vector_rows = _arm_pool().submit(contextvars.copy_context().run, _vector_arms, sources, plan.vector_text,
@@ -258,7 +243,7 @@ def _search_sources(sources, query: str, k: int, mode: str, language: str | None
             if mode in ("hybrid", "bm25"):
                 for n, (text, _share) in enumerate(arms):
                     required = mode == "bm25" and n == 0
-                    for row in reading(index, lambda: _bm25_arm(table, text, where, fetch, required=required)):
+                    for row in reading(index, lambda: bm25_arm(table, text, where, fetch, required=required)):
                         key = (label, row["id"])
                         if key not in bm25_raws[n]:
                             bm25_raws[n][key] = float(row["_score"])
@@ -320,7 +305,7 @@ def _search_sources(sources, query: str, k: int, mode: str, language: str | None
         for parts in [] if names is not None else mentioned_names(query):
             defined = []
             for label, index, table in sources:
-                arm = lambda: _definition_arm(table, NameQuery((parts,)), where, text_if_parsed=False)  # noqa: E731
+                arm = lambda: definition_arm(table, NameQuery((parts,)), where, text_if_parsed=False)  # noqa: E731
                 for rank, row in reading(index, arm):
                     key = (label, row["id"])
                     if key not in rows:
@@ -332,7 +317,7 @@ def _search_sources(sources, query: str, k: int, mode: str, language: str | None
         if ranking.PHRASE_WEIGHT and len(query.split()) >= 3:
             head = sorted(scores, key=lambda key: -scores[key])[:ranking.PHRASE_DEPTH]
             for label, index, table in sources:
-                reading(index, lambda: _materialise(table, [rows[key] for key in head if key[0] == label],
+                reading(index, lambda: materialise(table, [rows[key] for key in head if key[0] == label],
                                                           rows, label))
             phrases = {key: share for key in head if "text" in rows[key]
                        and (share := ranking.phrase_share(query, rows[key]["text"]))}
@@ -341,7 +326,7 @@ def _search_sources(sources, query: str, k: int, mode: str, language: str | None
     if names is not None:
         defined: list[tuple] = []
         for label, index, table in sources:
-            for rank, row in reading(index, lambda: _definition_arm(table, names, where)):
+            for rank, row in reading(index, lambda: definition_arm(table, names, where)):
                 key = (label, row["id"])
                 rows.setdefault(key, row)
                 defined.append((rank, key))
@@ -354,7 +339,7 @@ def _search_sources(sources, query: str, k: int, mode: str, language: str | None
     tables = {label: (index, table) for label, index, table in sources}
     for label in dict.fromkeys(key[0] for key in best):
         index, table = tables[label]
-        reading(index, lambda: _materialise(table, [rows[key] for key in best if key[0] == label], rows, label))
+        reading(index, lambda: materialise(table, [rows[key] for key in best if key[0] == label], rows, label))
     best = [key for key in best if "file_hash" in rows[key]]  # a row gone from the pinned version cannot be: kept safe
     staleness = {label: Staleness(index) for label, index in indexes.items()}
     # A hybrid search whose words the index holds is a real question: what its vector arm ranks among the words'
@@ -493,116 +478,6 @@ def _title(report: str) -> str:
     return next((line.strip() for line in report.splitlines() if line.strip()), "")
 
 
-def _definition_arm(table, names: NameQuery, where: str | None,
-                    text_if_parsed: bool = True) -> list[tuple[tuple, dict]]:
-    """The chunks that define a name of ``names``, each with its rank key (``ranking.definition_rank``: lower
-    ranks first), the parsed definitions and those whose text declares the name (``ranking.declaration_rank``;
-    with ``text_if_parsed`` false, only for a name no parsed symbol defines: a question's mentioned names, where the
-    text's keyword search was a third of a question's time). One definition a file and name: of a name defined in
-    several chunks of a file (a symbol split in parts, a function's methods or clauses, a type and its
-    constructors), the first that matches best."""
-    from localidx.retrieve.transforms import data
-    from localidx.store.lance import sql_str
-
-    skip = ", ".join(sql_str(kind) for kind in sorted(data().non_definition_kinds))
-    found: dict[tuple, tuple[tuple, dict]] = {}
-    for parts in names.names:
-        last = fold_name(parts[-1])
-        if not last:
-            continue
-        clause = (f"replace(replace(lower(symbol), '_', ''), '-', '') LIKE {sql_str('%' + last + '%')}"
-                  f" AND kind NOT IN ({skip})")
-        parsed = set()
-        for row in _rows_naming(table, last, clause, where):
-            rank = definition_rank(parts, names.wants, row)
-            if rank is None:
-                continue
-            parsed.add(row["id"])
-            file_key = (row["path"], parts)
-            if file_key not in found or rank < found[file_key][0]:
-                found[file_key] = (rank, row)
-        for row in _declaration_rows(table, parts[-1], where) if text_if_parsed or not parsed else ():
-            rank = declaration_rank(parts, names.wants, row) if row["id"] not in parsed else None
-            file_key = (row["path"], parts)
-            if rank is not None and (file_key not in found or rank < found[file_key][0]):
-                found[file_key] = (rank, row)
-    return list(found.values())
-
-
-def _rows_naming(table, last: str, clause: str, where: str | None) -> list[dict]:
-    """What ``clause`` (and ``where``) select of the pinned ``table`` for the name arm, with ``CANDIDATE_COLUMNS``,
-    ``symbol``, ``kind`` and the row id: of the rows that can define the folded name ``last``, that is, whose
-    symbol's last component folds to it (the only rows ``ranking.definition_rank`` accepts). Without ``where``, the
-    rows are found through ``_SymbolMap`` and taken by row id, and the clause's two conditions are checked on them
-    here; scanning the symbol column with the clause took 75 ms a name query at 15k chunks."""
-    columns = [*CANDIDATE_COLUMNS, "symbol", "kind"]
-    if where:
-        return table.search().where(f"({where}) AND {clause}").select(columns).with_row_id(True) \
-            .limit(10_000).to_list()
-    ids = _SymbolMap.of(table).row_ids(last)
-    if not ids:
-        return []
-    from localidx.retrieve.transforms import data
-
-    skip = data().non_definition_kinds
-    rows = table.take_row_ids(ids).select(columns).with_row_id().to_list()
-    return [row for row in rows if row["kind"] not in skip and row["symbol"] is not None and
-            last in row["symbol"].lower().replace("_", "").replace("-", "")]
-
-
-class _SymbolMap:
-    """The row ids of one pinned table version by the folded last component of each symbol of a row (``symbol``
-    holds several, ", "-joined, for merged siblings), kept as two sorted arrays of hashes and row ids (a few MB at
-    100k chunks); a hash that two names share only costs a row that is read and left out. Built on a version's
-    first name query and kept for the last few versions (a daemon's readers share them)."""
-
-    KEPT = 4
-    _maps: dict = {}
-    _lock = threading.Lock()
-
-    def __init__(self, table):
-        import numpy as np
-
-        data = table.search().select(["symbol"]).with_row_id(True).limit(None).to_arrow()
-        hashes: list[int] = []
-        ids: list[int] = []
-        for symbol, row_id in zip(data.column("symbol").to_pylist(), data.column("_rowid").to_pylist()):
-            for name in dict.fromkeys((symbol or "").split(", ")):
-                parts = name_parts(name)
-                if parts:
-                    hashes.append(hash(fold_name(parts[-1])))
-                    ids.append(row_id)
-        order = np.argsort(np.asarray(hashes, dtype=np.int64), kind="stable")
-        self.hashes = np.asarray(hashes, dtype=np.int64)[order]
-        self.ids = np.asarray(ids, dtype=np.uint64)[order]
-
-    def row_ids(self, folded: str) -> list[int]:
-        import numpy as np
-
-        key = np.int64(hash(folded))
-        start, end = np.searchsorted(self.hashes, key, "left"), np.searchsorted(self.hashes, key, "right")
-        return sorted({int(row_id) for row_id in self.ids[start:end]})
-
-    @classmethod
-    def of(cls, table) -> "_SymbolMap":
-        key = (table._dataset_path, table.version)  # noqa: SLF001 - the table's location: no public name for it
-        with cls._lock:
-            found = cls._maps.pop(key, None) or cls(table)
-            cls._maps[key] = found  # the most recent last
-            while len(cls._maps) > cls.KEPT:
-                cls._maps.pop(next(iter(cls._maps)))
-            return found
-
-
-DECLARATION_ROWS = 200  # chunks a name's keyword search reads for a declaration in their text
-
-
-def _declaration_rows(table, name: str, where: str | None) -> list[dict]:
-    """The chunks BM25 finds for ``name``, with their text (``ranking.declaration_rank`` reads it)."""
-    return _bm25_arm(table, name, where, DECLARATION_ROWS, required=False, columns=("symbol", "kind", "text"),
-                     quiet=True)
-
-
 def _with_file_support(scores: dict[tuple, float], rows: dict[tuple, dict]) -> dict[tuple, float]:
     """Each chunk's score plus ``FILE_SUPPORT`` times the two best other scores of its file, each capped at the
     chunk's own: the best chunk of a file answering in several places carries them, the file's order is kept.
@@ -646,55 +521,6 @@ def _with_file_depth(scores: dict[tuple, float], rows: dict[tuple, dict]) -> dic
 # -- the arms -------------------------------------------------------------------------------------------------
 
 
-def bm25_query_text(query: str) -> str:
-    """The words BM25 searches for: the query's word tokens plus the split words of its identifiers, deduplicated.
-
-    Only word characters survive, so quotes, colons, parentheses or operators in user text are never FTS syntax.
-    """
-    from localidx.enrich import split_identifier
-
-    words: dict[str, None] = {}
-    for token in _QUERY_WORD.findall(query):
-        words.setdefault(token.lower(), None)
-        for part in split_identifier(token):
-            words.setdefault(part, None)
-    return " ".join(words)
-
-
-def _bm25_arm(table, query: str, where: str | None, fetch: int, required: bool, columns: tuple = (),
-              quiet: bool = False) -> list[dict]:
-    """BM25's best ``fetch`` rows for ``query`` (``CANDIDATE_COLUMNS``, ``columns``, ``_score``, the row id). A
-    failure of the full-text index is a usage error when ``required``; else the other arm answers, with a warning
-    unless ``quiet`` (the name lookup's extra read)."""
-    from lancedb.query import MatchQuery
-
-    from localidx.store.lance import FTS_COLUMN
-
-    text = bm25_query_text(query)
-    if not text:
-        return []
-    in_memory = None if where else _hot_copy(table)
-    if in_memory is not None:
-        return _with_columns(table, in_memory.bm25(text, fetch), columns)
-    try:
-        # A MatchQuery is tokenised like the column, never parsed: no phrase, field or boolean syntax applies.
-        builder = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
-        if where:
-            builder = builder.where(where, prefilter=True)
-        return builder.select([*CANDIDATE_COLUMNS, *columns, "_score"]).with_row_id(True).limit(fetch).to_list()
-    except Exception as exc:  # noqa: BLE001 - any FTS failure is reported in one line or answered by the other arm
-        from localidx.store.index import storage_error
-
-        if storage_error(exc) is not None:
-            raise  # the index's files are damaged: not a query problem
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if required:
-            raise UsageError(f"full-text search failed ({reason}); run `localidx index` to rebuild it") from None
-        if not quiet:
-            log.warning("full-text search failed, answering from vectors only: %s", reason)
-        return []
-
-
 class _Done:
     """A finished arm, read like the pool's future."""
 
@@ -706,43 +532,6 @@ class _Done:
 
     def exception(self):
         return None
-
-
-_DECIDED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("localidx_search_copies", default=None)
-
-
-def _hot_copy(table):
-    """The in-memory copy of the pinned ``table`` (``localidx.store.hot``) when one is ready, else None: the arm
-    reads LanceDB. Within a search, what ``search_sources`` decided for the table at its start."""
-    decided = _DECIDED.get()
-    if decided is not None and id(table) in decided:
-        return decided[id(table)]
-    from localidx.store import hot
-
-    return hot.copy_for(table)
-
-
-def _with_columns(table, rows: list[dict], columns: tuple) -> list[dict]:
-    """``rows`` (with ``_rowid``) with ``columns`` added, taken by row id from the same pinned version."""
-    if not columns or not rows:
-        return rows
-    taken = table.take_row_ids([row["_rowid"] for row in rows]).select(list(columns)).with_row_id().to_list()
-    by_row = {row["_rowid"]: row for row in taken}
-    out = []
-    for row in rows:
-        extra = by_row.get(row["_rowid"])
-        if extra is not None:
-            out.append({**row, **{name: extra[name] for name in columns}})
-    return out
-
-
-def _materialise(table, candidates: list[dict], rows: dict, label) -> None:
-    """Replace the candidate rows (``CANDIDATE_COLUMNS`` and ``_rowid``) by full rows (``COLUMNS``) of the same pinned
-    table version, taken by row id."""
-    wanted = [row["_rowid"] for row in candidates if "file_hash" not in row]
-    if wanted:
-        for row in table.take_row_ids(wanted).select(COLUMNS).to_list():
-            rows[(label, row["id"])] = row
 
 
 _PATH_INDEXES: dict[tuple, PathIndex] = {}  # (index root, table name, table version) -> its files' path words
@@ -816,22 +605,9 @@ def _vector_arms(sources, text: str, where: str | None, fetch: int) -> list[tupl
         if id(embedder) not in query_vectors:
             query_vectors[id(embedder)] = embedder.embed_query(text)
         vector = query_vectors[id(embedder)]
-        out.append((label, reading(index, lambda: _vector_arm(table, vector, where, fetch))))
+        out.append((label, reading(index, lambda: vector_arm(table, vector, where, fetch))))
     return out
 
-
-def _vector_arm(table, vector, where: str | None, fetch: int) -> list[dict]:
-    # Rows still waiting for their vector are skipped by LanceDB's vector search itself. Filtering them out with
-    # "vector IS NOT NULL" made every query read the whole vector column once the ANN index existed (176 ms instead
-    # of 26 ms for this arm at 100k chunks: benchmarks/query.py), so only the user's filters are applied.
-    in_memory = None if where else _hot_copy(table)
-    found = in_memory.vector(vector, fetch) if in_memory is not None else None
-    if found is not None:
-        return found
-    query = table.search(vector, vector_column_name="vector").distance_type("cosine")
-    if where:
-        query = query.where(where, prefilter=True)
-    return query.select([*CANDIDATE_COLUMNS, "_distance"]).with_row_id(True).limit(fetch).to_list()
 
 
 # -- filters --------------------------------------------------------------------------------------------------

@@ -46,6 +46,17 @@ MAX_TOKEN_BYTES = 40  # LanceDB's max_token_length: a token this long or longer 
 MEMO_TOKENS = 200_000  # distinct raw tokens whose term is remembered (a repository has tens of thousands)
 KEPT = 2  # versions whose copies are kept: the current one and the one a reader may still be pinned on
 
+# Every column a search's result reads of a row (``localidx.retrieve.search.COLUMNS``, in its order). The copy holds
+# them all, so that a warm search reads nothing of LanceDB: one take of ten rows by row id cost 5 ms at 1.6k chunks,
+# more than the rest of the search.
+COLUMNS = ("id", "path", "start_line", "end_line", "symbol", "kind", "language", "title", "text", "signature",
+           "parent", "tags", "file_hash", "span_hash", "content_hash", "parent_id", "chunk_index", "token_count",
+           "symbols")
+_HELD = ("id", "path", "language", "start_line", "end_line")  # held for the arms, each in a shape of its own
+_EXTRA = tuple(name for name in COLUMNS if name not in _HELD and name != "text")  # read with the row ids
+_HEX = re.compile(r"[0-9a-f]{64}")  # a SHA-256 digest in hex
+_ID = re.compile(r"[0-9a-f]{32}")
+
 # The stop words LanceDB's English analysis removes, checked after stemming (``abov`` stays, ``owns`` goes): found by
 # querying a LanceDB full-text index with each candidate word.
 STOP_WORDS = frozenset("""
@@ -130,7 +141,7 @@ class HotCopy:
     """One table version in memory (see the module docstring). Rows are numbered 0..n-1 in the order read."""
 
     key: tuple
-    ids: object  # chunk id per row (a pyarrow string array: a tenth of the memory of a list of str)
+    ids: object  # chunk id per row (``_Hex`` of 16 bytes, or ``_Text``: a tenth of the memory of a list of str)
     row_ids: object  # uint64 LanceDB row ids of the pinned version
     path_codes: object  # int32 index into ``paths``
     paths: list
@@ -148,29 +159,76 @@ class HotCopy:
     post_counts: object  # uint16 the term's count in the row
     lengths: object  # float32 terms per row (BM25's document length)
     idf: object  # float32 per term
+    columns: dict  # the rest of ``COLUMNS``: name -> its values (``hold``)
+    by_row_id: object  # row numbers in the order of their row ids (``numbers``)
 
     @property
     def size(self) -> int:
-        return len(self.ids)
+        return len(self.row_ids)
 
     def nbytes(self) -> int:
         """The arrays' bytes (the Python lists and dicts beside them are not counted)."""
         return sum(a.nbytes for a in (self.row_ids, self.path_codes, self.language_codes, self.start_lines,
                                       self.end_lines, self.vectors, self.has_vector, self.contents, self.starts,
-                                      self.post_rows, self.post_counts, self.lengths, self.idf))
+                                      self.post_rows, self.post_counts, self.lengths, self.idf, self.by_row_id)) + \
+            self.ids.nbytes() + sum(column.nbytes() for column in self.columns.values())
 
-    def _rows(self, numbers, scores, score_name: str) -> list[dict]:
+    def _rows(self, numbers, scores, score_name: str, columns: tuple = ()) -> list[dict]:
+        ids = self.ids.values(numbers.tolist())
+        paths, languages = self.paths, self.languages
+        extra = self._values(numbers, columns)
         out = []
-        for number, score in zip(numbers.tolist(), scores.tolist()):
-            out.append({"id": self.ids[number].as_py(), "path": self.paths[self.path_codes[number]],
-                        "language": self.languages[self.language_codes[number]],
-                        "start_line": int(self.start_lines[number]), "end_line": int(self.end_lines[number]),
-                        "_rowid": int(self.row_ids[number]), score_name: score})
+        for j, (chunk_id, path, language, start, end, row_id, score) in enumerate(zip(
+                ids, self.path_codes[numbers].tolist(), self.language_codes[numbers].tolist(),
+                self.start_lines[numbers].tolist(), self.end_lines[numbers].tolist(), self.row_ids[numbers].tolist(),
+                scores.tolist())):
+            row = {"id": chunk_id, "path": paths[path], "language": languages[language], "start_line": start,
+                   "end_line": end, "_rowid": row_id, score_name: score}
+            for name, values in extra.items():
+                row[name] = values[j]
+            out.append(row)
         return out
 
-    def bm25(self, text: str, fetch: int) -> list[dict]:
+    def holds(self, name: str) -> bool:
+        """Whether this copy holds column ``name`` (of ``COLUMNS``, or ``_rowid``): every one but ``text`` in a copy
+        without vectors (see ``build``)."""
+        return name in self.columns or name in _HELD or name == "_rowid"
+
+    def _values(self, numbers, columns) -> dict[str, list]:
+        at = numbers.tolist()
+        return {name: self.columns[name].values(at) for name in columns}
+
+    def numbers(self, row_ids: list[int]) -> list[int | None]:
+        """The row number of each of ``row_ids`` in this copy, None for one it does not hold."""
+        import numpy as np
+
+        wanted = np.asarray(row_ids, dtype=np.uint64)
+        sorted_ids = self.row_ids[self.by_row_id]
+        at = np.minimum(np.searchsorted(sorted_ids, wanted), max(self.size - 1, 0))
+        out = []
+        for row_id, place in zip(row_ids, at.tolist()):
+            out.append(int(self.by_row_id[place]) if self.size and int(sorted_ids[place]) == row_id else None)
+        return out
+
+    def rows(self, row_ids: list[int], columns=COLUMNS) -> list[dict]:
+        """The rows of ``row_ids`` this copy holds (in that order) with ``columns`` (of ``COLUMNS``, and ``_rowid``),
+        as LanceDB's ``take_row_ids(...).select(columns).to_list()`` gives them."""
+        import numpy as np
+
+        numbers = np.asarray([n for n in self.numbers(row_ids) if n is not None], dtype=np.int64)
+        held = {"id": lambda: self.ids.values(numbers.tolist()),
+                "path": lambda: [self.paths[c] for c in self.path_codes[numbers].tolist()],
+                "language": lambda: [self.languages[c] for c in self.language_codes[numbers].tolist()],
+                "start_line": lambda: self.start_lines[numbers].tolist(),
+                "end_line": lambda: self.end_lines[numbers].tolist(),
+                "_rowid": lambda: self.row_ids[numbers].tolist()}
+        values = self._values(numbers, [name for name in columns if name not in held])
+        values.update({name: held[name]() for name in columns if name in held})
+        return [{name: values[name][j] for name in columns} for j in range(len(numbers))]
+
+    def bm25(self, text: str, fetch: int, columns: tuple = ()) -> list[dict]:
         """The best ``fetch`` rows for the words of ``text`` (any of them), ``_score`` as LanceDB's full-text
-        search scores them, best first; rows of equal score in row order."""
+        search scores them, best first; rows of equal score in row order; with ``columns`` (of ``COLUMNS``)."""
         import numpy as np
 
         repeats: dict[int, int] = {}  # a term the query holds twice counts twice, as in LanceDB
@@ -191,7 +249,7 @@ class HotCopy:
         scores = np.bincount(rows, weights=weights * counts * (K1 + 1.0) / (counts + norm),
                              minlength=self.size).astype(np.float32)
         hit = np.flatnonzero(scores)
-        return self._rows(*_best(hit, scores[hit], fetch), "_score")
+        return self._rows(*_best(hit, scores[hit], fetch), "_score", columns)
 
     @property
     def _average(self) -> float:
@@ -245,7 +303,7 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
 
     from localidx.store.lance import FTS_COLUMN
 
-    meta = table.search().select(["id", "path", "language", "start_line", "end_line", "embed_key"]) \
+    meta = table.search().select(["id", "path", "language", "start_line", "end_line", "embed_key", *_EXTRA]) \
         .with_row_id(True).limit(None).to_arrow()
     ids = meta.column("id").to_pylist()
     # a row's content: its id and the key of the text it was embedded from (the explain stage rewrites a row's
@@ -256,7 +314,8 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
     n = len(ids)
     # With an ANN index (``ANN_MIN_ROWS`` and more) LanceDB's vector search is faster than a scan of every vector
     # here (154k chunks: 46 ms against 120 ms a query on a loaded machine) and the vectors were most of the copy's
-    # memory: such a copy holds the BM25 postings only.
+    # memory: such a copy holds the BM25 postings only, and no text either (the text of 100k chunks is 60 to 80 MB;
+    # a query takes the few rows it shows from LanceDB, 5 ms beside its vector search's 20).
     with_vectors = not any(tuple(i.columns) == ("vector",) for i in table.list_indices())
     if previous is not None and previous.with_vectors != with_vectors:
         previous = None
@@ -274,6 +333,8 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
     parts_terms, parts_rows, parts_counts = [], [], []
     vectors = None
     has_vector = np.zeros(n, dtype=bool)
+    texts: list = [None] * n
+    reread: list[int] = []  # kept rows whose text changed
     if previous is not None and len(kept):
         new_of_old = np.full(previous.size, -1, dtype=np.int64)
         new_of_old[old_of_new[kept]] = kept
@@ -287,6 +348,15 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
         vectors = np.zeros((n, dim), dtype=np.float32)
         vectors[kept] = previous.vectors[old_of_new[kept]]
         has_vector[kept] = previous.has_vector[old_of_new[kept]]
+        # ``content_hash`` is the hash of the text: a kept row's text is the previous copy's if that hash is too
+        old_texts = previous.columns["text"].values(old_of_new[kept].tolist()) if with_vectors else ()
+        old_hashes = previous.columns["content_hash"].values(old_of_new[kept].tolist())
+        for i, text, old_hash, new_hash in zip(kept.tolist(), old_texts, old_hashes,
+                                               meta.column("content_hash").take(kept).to_pylist()):
+            if old_hash == new_hash:
+                texts[i] = text
+            else:
+                reread.append(i)
     the = analyzer()
     new_terms: list[int] = []
     new_counts: list[int] = []
@@ -294,11 +364,12 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
     for begin in range(0, len(new), READ_BATCH):
         batch = new[begin:begin + READ_BATCH]
         data = table.take_row_ids([int(row_ids[i]) for i in batch]) \
-            .select([FTS_COLUMN, "vector"] if with_vectors else [FTS_COLUMN]).with_row_id().to_arrow()
+            .select([FTS_COLUMN, "text", "vector"] if with_vectors else [FTS_COLUMN]).with_row_id().to_arrow()
         position = {int(r): j for j, r in enumerate(data.column("_rowid").to_pylist())}
-        texts = data.column(FTS_COLUMN).to_pylist()
+        words = data.column(FTS_COLUMN).to_pylist()
+        shown = data.column("text").to_pylist() if with_vectors else [None] * len(words)
         column = data.column("vector").combine_chunks() if with_vectors else \
-            pa.nulls(len(texts), pa.list_(pa.float32(), 1))
+            pa.nulls(len(words), pa.list_(pa.float32(), 1))
         if vectors is None:
             dim = column.type.list_size if with_vectors else 0
             vectors = np.zeros((n, dim), dtype=np.float32)
@@ -309,7 +380,8 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
         slot = np.cumsum(valid) - 1 if len(flat) != len(column) else np.arange(len(column))
         for offset, i in enumerate(batch.tolist()):
             j = position[int(row_ids[i])]
-            counts = the.counts(texts[j] or "")
+            texts[i] = shown[j]
+            counts = the.counts(words[j] or "")
             for term, count in counts.items():
                 new_terms.append(vocabulary.setdefault(term, len(vocabulary)))
                 new_counts.append(count)
@@ -336,16 +408,156 @@ def build(table, key: tuple, previous: HotCopy | None = None) -> HotCopy:
     starts = np.zeros(len(vocabulary) + 1, dtype=np.int64)
     np.cumsum(df, out=starts[1:])
     idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)
+    for begin in range(0, len(reread), READ_BATCH):
+        batch = reread[begin:begin + READ_BATCH]
+        data = table.take_row_ids([int(row_ids[i]) for i in batch]).select(["text"]).with_row_id().to_arrow()
+        shown = dict(zip(data.column("_rowid").to_pylist(), data.column("text").to_pylist()))
+        for i in batch:
+            texts[i] = shown.get(int(row_ids[i]))
+    columns = {"text": hold(texts)} if with_vectors else {}
+    columns.update((name, hold(meta.column(name).to_pylist())) for name in _EXTRA)
     path_list, path_codes = _codes(meta.column("path").to_pylist())
     language_list, language_codes = _codes(meta.column("language").to_pylist())
-    return HotCopy(key=key, ids=meta.column("id").combine_chunks(), row_ids=row_ids, path_codes=path_codes,
+    # chunk ids are 32 hex digits (``localidx.chunk.finalize``): held as their 16 bytes
+    held_ids = _Hex(ids, 16) if all(len(i) == 32 and _ID.fullmatch(i) for i in ids) else _Text(ids)
+    return HotCopy(key=key, ids=held_ids, row_ids=row_ids, path_codes=path_codes,
                    paths=path_list,
                    language_codes=language_codes, languages=language_list,
                    start_lines=np.asarray(meta.column("start_line").to_numpy(zero_copy_only=False), dtype=np.int32),
                    end_lines=np.asarray(meta.column("end_line").to_numpy(zero_copy_only=False), dtype=np.int32),
                    vectors=vectors, has_vector=has_vector, with_vectors=with_vectors, contents=contents,
                    vocabulary=vocabulary, starts=starts,
-                   post_rows=all_rows, post_counts=all_counts, lengths=lengths, idf=idf)
+                   post_rows=all_rows, post_counts=all_counts, lengths=lengths, idf=idf, columns=columns,
+                   by_row_id=np.argsort(row_ids, kind="stable"))
+
+
+# -- the columns of results ------------------------------------------------------------------------------------
+# A result's row is read value by value (tens of rows a query): these hold a column as bytes and offsets, where a
+# value is a slice and a decode (half a microsecond), in about the memory of the text itself.
+
+
+def hold(values: list):
+    """``values`` (one column, a value per row, as LanceDB's ``to_list`` gives them) in the most compact of the
+    holders below that gives each back unchanged."""
+    present = [v for v in values if v is not None]
+    if present and all(type(v) is int for v in present) and len(present) == len(values):
+        return _Ints(values)
+    if present and all(type(v) is str for v in present):
+        if len(present) == len(values) and all(len(v) == 64 and _HEX.fullmatch(v) for v in values):
+            return _Hex(values)
+        if len(set(values)) * 4 < len(values):
+            return _Coded(values)
+        return _Text(values)
+    if not present or all(type(v) is str for v in present):
+        return _Coded(values)
+    return _Sparse(values)
+
+
+class _Ints:
+    def __init__(self, values: list):
+        import numpy as np
+
+        self.array = np.asarray(values, dtype=np.int64 if values and max(map(abs, values)) >= 2**31 else np.int32)
+
+    def values(self, at: list[int]) -> list:
+        return self.array[at].tolist()
+
+    def nbytes(self) -> int:
+        return self.array.nbytes
+
+
+class _Text:
+    """Strings as one UTF-8 buffer and the offsets of each value in it; None kept."""
+
+    def __init__(self, values: list):
+        import numpy as np
+
+        encoded = [b"" if v is None else v.encode("utf-8", "surrogatepass") for v in values]
+        self.blob = b"".join(encoded)
+        self.offsets = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=self.offsets[1:])
+        self.missing = frozenset(i for i, v in enumerate(values) if v is None)
+
+    def values(self, at: list[int]) -> list:
+        blob, offsets, missing = self.blob, self.offsets, self.missing
+        out = []
+        for i in at:
+            out.append(None if i in missing else blob[offsets[i]:offsets[i + 1]].decode("utf-8", "surrogatepass"))
+        return out
+
+    def nbytes(self) -> int:
+        return len(self.blob) + self.offsets.nbytes
+
+
+class _Hex:
+    """Lower-case hex digests of ``width`` bytes (a SHA-256's 32, a chunk id's 16) as their bytes (half the
+    memory)."""
+
+    def __init__(self, values: list, width: int = 32):
+        self.width = width
+        self.blob = b"".join(bytes.fromhex(v) for v in values)
+
+    def values(self, at: list[int]) -> list:
+        blob, width = self.blob, self.width
+        return [blob[width * i:width * (i + 1)].hex() for i in at]
+
+    def nbytes(self) -> int:
+        return len(self.blob)
+
+
+class _Coded:
+    """A column whose values repeat (a kind, a file's hash, its tags): each distinct value once and a code per row."""
+
+    def __init__(self, values: list):
+        import numpy as np
+
+        table: dict = {}
+        self.codes = np.fromiter((table.setdefault(v, len(table)) for v in values), dtype=np.int32, count=len(values))
+        self.distinct = list(table)
+
+    def values(self, at: list[int]) -> list:
+        distinct = self.distinct
+        return [distinct[c] for c in self.codes[at].tolist()]
+
+    def nbytes(self) -> int:
+        return self.codes.nbytes + sum(len(v) for v in self.distinct if isinstance(v, str))
+
+
+class _Sparse:
+    """Any other column (the symbols of merged chunks: a list for a few rows): its most common value, and the
+    others, by row, as JSON in a ``_Text``."""
+
+    def __init__(self, values: list):
+        import json
+
+        import numpy as np
+
+        encoded = [json.dumps(v, ensure_ascii=False) for v in values]
+        counted: dict[str, int] = {}
+        for e in encoded:
+            counted[e] = counted.get(e, 0) + 1
+        common = max(counted, key=counted.get) if counted else "null"
+        self.common = json.loads(common)
+        others = [i for i, e in enumerate(encoded) if e != common]
+        self.rows = np.asarray(others, dtype=np.int64)
+        self.others = _Text([encoded[i] for i in others])
+
+    def values(self, at: list[int]) -> list:
+        import copy
+        import json
+
+        import numpy as np
+
+        places = np.searchsorted(self.rows, np.asarray(list(at), dtype=np.int64)).tolist() if len(self.rows) else []
+        out = []
+        for n, i in enumerate(at):
+            place = places[n] if places else 0
+            held = place < len(self.rows) and int(self.rows[place]) == i
+            out.append(json.loads(self.others.values([place])[0]) if held else copy.deepcopy(self.common))
+        return out
+
+    def nbytes(self) -> int:
+        return self.rows.nbytes + self.others.nbytes()
 
 
 def _codes(values: list) -> tuple[list, object]:
