@@ -227,3 +227,35 @@ def test_a_c_typedef_is_a_definition_and_a_forward_declaration_is_not(make_repo,
             assert first.start_line <= line <= first.end_line, name
     finally:
         index.close()
+
+
+def test_a_c_functions_definition_comes_before_its_prototypes(make_repo, tmp_path, monkeypatch):
+    # A header's block of prototypes, and a source file that declares its helper ahead and defines it below: for a
+    # function's bare name the body comes first, its prototype block after it.
+    names = ["jv_number", "jv_number_value", "jv_is_integer", "jv_number_abs", "jv_array", "jv_array_length"]
+    header = "#ifndef JV_H\n#define JV_H\n\ntypedef struct { int kind; double n; } jv;\n\n" + "".join(
+        f"jv {name}(jv);\n" for name in names) + "\n#endif\n"
+    body = "".join(f"  total = total + value.n * {n};\n  if (total > {n * 100}) total = total / 2;\n"
+                   for n in range(14))
+    source = ('#include "jv.h"\n\nstatic double clamp_total(double total, double limit);\n\n' + "".join(
+        f"jv {name}(jv value) {{\n  double total = 0;\n{body}  value.n = clamp_total(total, 1e9);\n"
+        f"  return value;\n}}\n\n" for name in names)
+        + "static double clamp_total(double total, double limit) {\n"
+        + "".join(f"  if (total > limit * {n}) total = limit;\n" for n in range(12)) + "  return total;\n}\n")
+    index = _index(make_repo, tmp_path, {"src/jv.h": header, "src/jv.c": source})
+    try:
+        defined = {name: next(n for n, line in enumerate(source.splitlines(), 1) if line.startswith(f"jv {name}("))
+                   for name in names}
+        defined["clamp_total"] = source.splitlines().index(
+            "static double clamp_total(double total, double limit) {") + 1
+        for name, line in defined.items():
+            first = search(index, name, k=5)[0]
+            assert (first.path, first.definition) == ("src/jv.c", True), name
+            assert first.start_line <= line <= first.end_line, name
+        headers = [m for m in search(index, "jv_number_value", k=5) if m.path == "src/jv.h"]
+        assert headers and headers[0].definition  # the prototype block still answers, after the body
+        monkeypatch.setattr(ranking, "PROTOTYPE_LANGUAGES", frozenset())
+        firsts = [search(index, name, k=5)[0] for name in defined]
+        assert any(not m.start_line <= defined[n] <= m.end_line for n, m in zip(defined, firsts))
+    finally:
+        index.close()

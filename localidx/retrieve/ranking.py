@@ -34,8 +34,8 @@ figures before and after.
 
 A name's definitions (``definition_rank``, ``declaration_rank``): source before tests and docs, the kind asked for,
 the qualification matched, the case as written, a type before a function of a capitalised name (a class before its
-constructor), the file named for the name (``SqlMapper.cs`` among the parts of a partial class), a parsed symbol
-before a declaration found in text; then the search's own score.
+constructor), a C function's body before its prototypes (``declares_only``), the file named for the name (``SqlMapper.cs`` among
+the parts of a partial class), a parsed symbol before a declaration found in text; then the search's own score.
 """
 
 from __future__ import annotations
@@ -267,7 +267,8 @@ def definition_rank(parts: tuple[str, ...], wants: str, row: dict) -> tuple | No
     name = parts[-1]
     not_type = not wants and name[:1].isupper() and group not in ("type", None)
     not_home = fold_name(PurePosixPath(row["path"]).stem) != fold_name(name)
-    return (bool(role), wrong_kind, *quality, not_type, not_home, False, row["path"], row["start_line"])
+    return (bool(role), wrong_kind, *quality, not_type, declares_only(name, row), not_home, False, row["path"],
+            row["start_line"])
 
 
 @lru_cache(maxsize=256)
@@ -295,11 +296,56 @@ def declaration_rank(parts: tuple[str, ...], wants: str, row: dict) -> tuple | N
     not_type = not wants and name[:1].isupper() and group == "function"
     wrong_kind = bool(wants) and wants != group
     not_home = fold_name(PurePosixPath(row["path"]).stem) != fold_name(name)
-    return (bool(role), wrong_kind, 0, 0, not_type, not_home, True, row["path"], row["start_line"])
+    return (bool(role), wrong_kind, 0, 0, not_type, False, not_home, True, row["path"], row["start_line"])
 
 
 _FUNCTION_WORDS = frozenset(("def", "defp", "defmacro", "fn", "func", "function", "fun", "sub", "proc", "macro"))
-_RANK_KEY = 7  # the part of a definition's rank key that comes before the search's score
+_RANK_KEY = 8  # the part of a definition's rank key that comes before the search's score
+
+
+# Languages where a function's prototype and its definition are one function, declared twice: a header's block of
+# prototypes, a file's forward declarations. (A Rust trait's or a Java interface's method without a body is another
+# thing than its implementations, and stays ranked by score.)
+PROTOTYPE_LANGUAGES = frozenset({"c", "cpp", "objc", "cuda"})
+# After a parameter list, what may stand before the body or the `;`: qualifiers, attributes and macros with their
+# arguments, a trailing return type, a constructor's initialiser list.
+_AFTER_PARAMETERS = re.compile(r"(?:\s+|[\w:<>,*&.\[\]-]+(?:\s*\((?:[^;{}()]|\([^;{}()]*\))*\))?)*")
+
+
+def declares_only(name: str, row: dict) -> bool:
+    """True when ``row`` (a chunk of a C-family language, ``PROTOTYPE_LANGUAGES``) holds the function ``name``'s
+    prototype but not its body: ``name(...)`` followed by ``;`` or ``=`` (``= 0;``), and nowhere by ``{``. Such a chunk
+    (a header's block of prototypes, a file's forward declarations) ranks after the definition: someone typing a
+    function's name wants its code first."""
+    text = row.get("text")
+    if not text or (row.get("language") or "") not in PROTOTYPE_LANGUAGES:
+        return False
+    heads = False
+    for found in re.finditer(rf"(?<![\w$]){re.escape(name)}\s*\(", text):
+        close = _closing_paren(text, found.end() - 1)
+        if close is None:
+            continue
+        after = _AFTER_PARAMETERS.match(text, close + 1, min(len(text), close + 400))
+        following = text[after.end():after.end() + 1]
+        if following == "{":
+            return False
+        heads = heads or following in (";", "=")
+    return heads
+
+
+def _closing_paren(text: str, start: int) -> int | None:
+    depth = 0
+    for at in range(start, min(len(text), start + 2000)):
+        char = text[at]
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return at
+        elif char in ";{}":
+            return None
+    return None
 
 
 def definitions_first(scores: dict[tuple, float], defined: list[tuple], limit: int) -> tuple[dict[tuple, float], set]:

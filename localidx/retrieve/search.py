@@ -535,7 +535,7 @@ def _rows_naming(table, last: str, clause: str, where: str | None) -> list[dict]
     symbol's last component folds to it (the only rows ``ranking.definition_rank`` accepts). Without ``where``, the
     rows are found through ``_SymbolMap`` and taken by row id, and the clause's two conditions are checked on them
     here; scanning the symbol column with the clause took 75 ms a name query at 15k chunks."""
-    columns = [*CANDIDATE_COLUMNS, "symbol", "kind"]
+    columns = [*CANDIDATE_COLUMNS, "symbol", "kind", "text"]  # text: a prototype ranks after its definition
     if where:
         return table.search().where(f"({where}) AND {clause}").select(columns).with_row_id(True) \
             .limit(10_000).to_list()
