@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import localidx.retrieve.docheads as docheads
 import localidx.retrieve.ranking as ranking
 from localidx.config import load_settings
 from localidx.indexer import run_index
@@ -257,5 +258,38 @@ def test_a_c_functions_definition_comes_before_its_prototypes(make_repo, tmp_pat
         monkeypatch.setattr(ranking, "PROTOTYPE_LANGUAGES", frozenset())
         firsts = [search(index, name, k=5)[0] for name in defined]
         assert any(not m.start_line <= defined[n] <= m.end_line for n, m in zip(defined, firsts))
+    finally:
+        index.close()
+
+
+def test_a_question_in_a_doc_comments_words_finds_the_code_it_documents(make_repo, tmp_path, monkeypatch):
+    # A function whose doc comment is too long to share a chunk with its declaration: the comment's head is a chunk
+    # of its own. A question in the comment's words is answered by the function's code, declaration line included,
+    # and the doc chunk does not take a second place of its own.
+    doc = ("/// Shuts down the blocking pool and waits for its worker threads to exit.\n"
+           + "".join(f"/// Step {n}: the pool marks itself closed, wakes every idle worker thread and waits for the "
+                     f"last worker thread to exit before the runtime shutdown returns ({n}).\n" for n in range(40)))
+    code = ("pub fn drain_pool(pool: &mut Pool, limit: Duration) {\n"
+            "    let workers = pool.take_workers();\n"
+            "    for handle in workers {\n        let _ = handle.join();\n    }\n}\n")
+    files = {"src/pool.rs": "use std::time::Duration;\n\n" + doc + code,
+             "src/other.rs": "".join(f"pub fn helper_{n}(x: u32) -> u32 {{\n    x + {n}\n}}\n\n" for n in range(6)),
+             "src/go/pool.go": "package pool\n\n" + doc.replace("///", "//")
+             + "func DrainPool(limit int) {\n\tfor _, w := range workers {\n\t\tw.Join()\n\t}\n}\n"}
+    index = _index(make_repo, tmp_path, files)
+    try:
+        lines = files["src/pool.rs"].splitlines()
+        declared = lines.index(code.splitlines()[0]) + 1
+        matches = search(index, "how does the pool wait for its worker threads to exit on shutdown", k=5)
+        rust = [m for m in matches if m.path == "src/pool.rs"]
+        assert rust and rust[0].start_line <= declared <= rust[0].end_line
+        assert not any(m.title.startswith("comment above") for m in matches)  # the comment alone
+        go_lines = files["src/go/pool.go"].splitlines()
+        go_declared = go_lines.index("func DrainPool(limit int) {") + 1
+        go = [m for m in matches if m.path == "src/go/pool.go"]
+        assert go and go[0].start_line <= go_declared <= go[0].end_line
+        monkeypatch.setattr(docheads, "DOC_DEPTH", 0)  # without the rule the comment's chunks answer by themselves
+        matches = search(index, "how does the pool wait for its worker threads to exit on shutdown", k=5)
+        assert any(m.title.startswith("comment above") for m in matches)
     finally:
         index.close()
