@@ -293,3 +293,18 @@ def test_a_question_in_a_doc_comments_words_finds_the_code_it_documents(make_rep
         assert any(m.title.startswith("comment above") for m in matches)
     finally:
         index.close()
+
+
+def test_a_verb_and_its_particle_find_the_word_code_writes_as_one(make_repo, tmp_path, monkeypatch):
+    # "shut down" in a question, `shutdown` in the code: the compound is searched for too.
+    files = {**_noise(),
+             "serve/stop.py": "def shutdown(server):\n    server.shutdown()\n",
+             "serve/status.py": "def report(server):\n    return 'down' if server.closed else 'up'\n"}
+    index = _index(make_repo, tmp_path, files)
+    try:
+        question = "where do we shut down"  # the keyword arm: the fake embedder's vectors know no words
+        assert search(index, question, k=3, mode="bm25")[0].path == "serve/stop.py"
+        monkeypatch.setattr(ranking, "PARTICLES", frozenset())
+        assert "serve/stop.py" not in [m.path for m in search(index, question, k=3, mode="bm25")]
+    finally:
+        index.close()

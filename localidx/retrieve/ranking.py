@@ -85,6 +85,24 @@ def question_words(query: str) -> frozenset[str]:
     return frozenset(words)
 
 
+# A verb and its particle, two words in a question and one in code: "shut down" is `shutdown`, "set up" `setup`,
+# "look up" `lookup`, "time out" `timeout`, "plug in" `plugin`, "fall back" `fallback`.
+PARTICLES = frozenset({"up", "down", "out", "in", "on", "off", "back", "over"})
+_WORD_AND_NEXT = re.compile(r"(?<![\w$.])([A-Za-z]{2,})\b(?=[ \t]+([A-Za-z]+)\b)")  # each word and the next
+
+
+def joined_words(query: str) -> list[str]:
+    """The words a question writes apart that code writes as one (``PARTICLES``): "how does the runtime shut down"
+    -> ``["shutdown"]``. A stopword before the particle joins nothing ("is in" is not `isin`)."""
+    english = _english()
+    out = []
+    for found in _WORD_AND_NEXT.finditer(query):
+        first, second = found.group(1).lower(), found.group(2).lower()
+        if second in PARTICLES and first not in english and first not in PARTICLES:
+            out.append(first + second)
+    return out
+
+
 @lru_cache(maxsize=1 << 16)
 def path_words(path: str) -> frozenset[str]:
     """The words a file's path names it by: its stem's split words (and the stem itself) and its directory's."""

@@ -651,7 +651,8 @@ def _with_file_depth(scores: dict[tuple, float], rows: dict[tuple, dict]) -> dic
 
 
 def bm25_query_text(query: str) -> str:
-    """The words BM25 searches for: the query's word tokens plus the split words of its identifiers, deduplicated.
+    """The words BM25 searches for: the query's word tokens plus the split words of its identifiers and the words
+    it writes apart that code writes as one (``ranking.joined_words``), deduplicated.
 
     Only word characters survive, so quotes, colons, parentheses or operators in user text are never FTS syntax.
     """
@@ -662,6 +663,7 @@ def bm25_query_text(query: str) -> str:
         words.setdefault(token.lower(), None)
         for part in split_identifier(token):
             words.setdefault(part, None)
+    words.update(dict.fromkeys(ranking.joined_words(query)))  # "shut down" finds `shutdown` too
     return " ".join(words)
 
 
