@@ -308,3 +308,18 @@ def test_a_verb_and_its_particle_find_the_word_code_writes_as_one(make_repo, tmp
         assert "serve/stop.py" not in [m.path for m in search(index, question, k=3, mode="bm25")]
     finally:
         index.close()
+
+
+def test_a_prototype_whose_body_no_parser_reads_is_not_put_behind_another_language(make_repo, tmp_path):
+    # A C function defined behind an export macro the grammar does not read, declared in its header, and bound in
+    # another language under contrib/: the header's prototype is its only C definition and stays first.
+    files = {"src/inflate_sync.h": "#ifndef INFLATE_SYNC_H\n#define INFLATE_SYNC_H\nint inflate_sync(void *strm);\n"
+                                   "#endif\n",
+             "contrib/binding/inflate.py": ("def inflate_sync(stream):\n    \"\"\"Skip to the next flush point.\"\"\"\n"
+                                            "    return stream.sync()\n")}
+    index = _index(make_repo, tmp_path, files)
+    try:
+        first = search(index, "inflate_sync", k=3)[0]
+        assert (first.path, first.definition) == ("src/inflate_sync.h", True)
+    finally:
+        index.close()

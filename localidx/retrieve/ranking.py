@@ -208,7 +208,7 @@ def mentioned_weights(mentioned: list[list[tuple]], scores: dict) -> dict:
     ``MENTIONED_DEFINITIONS`` per name."""
     weights: dict = {}
     for defined in mentioned:
-        defined = sorted(defined, key=lambda item: (item[0][:_RANK_KEY], -scores.get(item[1], 0.0),
+        defined = sorted(_prototypes_after_bodies(defined), key=lambda item: (item[0][:_RANK_KEY], -scores.get(item[1], 0.0),
                                                      item[0][_RANK_KEY:]))
         chosen = list(dict.fromkeys(key for _rank, key in defined))[:MENTIONED_DEFINITIONS]
         for n, key in enumerate(chosen):
@@ -286,7 +286,7 @@ def definition_rank(parts: tuple[str, ...], wants: str, row: dict) -> tuple | No
     not_type = not wants and name[:1].isupper() and group not in ("type", None)
     not_home = fold_name(PurePosixPath(row["path"]).stem) != fold_name(name)
     return (bool(role), wrong_kind, *quality, not_type, declares_only(name, row), not_home, False, row["path"],
-            row["start_line"])
+            row["start_line"], row["language"] or "")
 
 
 @lru_cache(maxsize=256)
@@ -314,11 +314,23 @@ def declaration_rank(parts: tuple[str, ...], wants: str, row: dict) -> tuple | N
     not_type = not wants and name[:1].isupper() and group == "function"
     wrong_kind = bool(wants) and wants != group
     not_home = fold_name(PurePosixPath(row["path"]).stem) != fold_name(name)
-    return (bool(role), wrong_kind, 0, 0, not_type, False, not_home, True, row["path"], row["start_line"])
+    return (bool(role), wrong_kind, 0, 0, not_type, False, not_home, True, row["path"], row["start_line"],
+            row["language"] or "")
 
 
 _FUNCTION_WORDS = frozenset(("def", "defp", "defmacro", "fn", "func", "function", "fun", "sub", "proc", "macro"))
 _RANK_KEY = 8  # the part of a definition's rank key that comes before the search's score
+_PROTOTYPE = 5  # where the rank key says "a prototype" (``declares_only``)
+
+
+def _prototypes_after_bodies(defined: list[tuple]) -> list[tuple]:
+    """``defined`` (``(rank key, key)``) with the prototype mark kept only where a C-family body of the name is among
+    them: a name whose C definition no parser reads (behind a macro) is not put behind another language's
+    definition of it (a binding under ``contrib/``) for being a prototype."""
+    bodies = (rank for rank, _key in defined if rank[-1] in PROTOTYPE_LANGUAGES)
+    if any(not rank[_PROTOTYPE] and not rank[_RANK_KEY - 1] for rank in bodies):  # a parsed C-family body
+        return defined
+    return [((*rank[:_PROTOTYPE], False, *rank[_PROTOTYPE + 1:]), key) for rank, key in defined]
 
 
 # Languages where a function's prototype and its definition are one function, declared twice: a header's block of
@@ -371,6 +383,7 @@ def definitions_first(scores: dict[tuple, float], defined: list[tuple], limit: i
     the search's own order), at most ``limit`` of them."""
     if not defined:
         return scores, set()
+    defined = _prototypes_after_bodies(defined)
     defined.sort(key=lambda item: (item[0][:_RANK_KEY], -scores.get(item[1], 0.0), item[0][_RANK_KEY:]))
     chosen = list(dict.fromkeys(key for _rank, key in defined))[:limit]
     top = max(scores.values(), default=0.0) or 1.0
