@@ -46,9 +46,10 @@ from localidx.words import stopwords
 # statements read by localidx.imports: a relative import gives no Role, a Go raw-string import does; Markdown split
 # by the one line splitter, over-budget lines cut after whitespace; 4 = BM25 reads a chunk's path words, a long
 # leading comment is a chunk of its own, a summary lists each definition's line and spans the file's head; 5 = items
-# inside macro invocations are symbols, their Symbol line names the macro), so an
-# index built by an older version is rebuilt beside itself on the next run; unchanged texts keep their vectors.
-META_VERSION = 5
+# inside macro invocations are symbols, their Symbol line names the macro; 6 = a class skeleton leaves its members'
+# doc comments to the members), so an index built by an older version is rebuilt beside itself on the next run;
+# unchanged texts keep their vectors.
+META_VERSION = 6
 
 _CONTAINS_MAX = 8
 _DOC_CHARS = 120

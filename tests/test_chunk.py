@@ -109,6 +109,27 @@ def test_class_chunk_is_a_skeleton_and_methods_point_to_it():
     assert "fetch" in methods[0].calls
 
 
+def test_a_skeleton_leaves_a_members_doc_comment_to_the_member():
+    # A heavily documented impl: each method's doc comment is in the method's chunk, and only its first line in the
+    # impl's skeleton, so the skeleton stays one chunk and a method's documentation is found with its code.
+    doc = "    /// Runs a step of the shutdown.\n" + "".join(
+        f"    /// Runs the future to completion, step {n} of the blocking pool's shutdown.\n" for n in range(29))
+    methods = "".join(f"{doc}    #[track_caller]\n    pub fn run_{n}(&self) -> u32 {{\n        self.step({n})\n    }}\n\n"
+                      for n in range(6))
+    text = "pub struct Handle;\n\nimpl Handle {\n" + methods + "}\n"
+    chunks = chunk_file("src/handle.rs", text.encode(), Settings()).chunks
+    skeletons = [c for c in chunks if c.kind == "impl"]
+    assert len(skeletons) == 1
+    assert "blocking pool" not in skeletons[0].text  # the comment's first line stays: an outline of the impl
+    assert skeletons[0].text.count("/// Runs a step of the shutdown.") == 6
+    assert "#[track_caller]" in skeletons[0].text and "pub fn run_3(&self) -> u32 {" in skeletons[0].text
+    others = [c for c in chunks if c is not skeletons[0]]
+    for n in range(6):  # each comment line is still in a chunk: the method's, or its comment's own
+        name_line = next(i for i, line in enumerate(text.splitlines(), 1) if f"pub fn run_{n}(" in line)
+        for line in range(name_line - 31, name_line):
+            assert any(c.start_line <= line <= c.end_line for c in others), (n, line)
+
+
 def test_ids_are_deterministic_and_follow_content():
     text = _generated_python(7)
     first = chunk_file("pkg/mod.py", text.encode(), SETTINGS).chunks

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import localidx.retrieve.docheads as docheads
 import localidx.retrieve.ranking as ranking
 from localidx.config import load_settings
 from localidx.indexer import run_index
@@ -225,5 +226,100 @@ def test_a_c_typedef_is_a_definition_and_a_forward_declaration_is_not(make_repo,
             first = search(index, name, k=3)[0]
             assert (first.path, first.definition) == (path, True), name
             assert first.start_line <= line <= first.end_line, name
+    finally:
+        index.close()
+
+
+def test_a_c_functions_definition_comes_before_its_prototypes(make_repo, tmp_path, monkeypatch):
+    # A header's block of prototypes, and a source file that declares its helper ahead and defines it below: for a
+    # function's bare name the body comes first, its prototype block after it.
+    names = ["jv_number", "jv_number_value", "jv_is_integer", "jv_number_abs", "jv_array", "jv_array_length"]
+    header = "#ifndef JV_H\n#define JV_H\n\ntypedef struct { int kind; double n; } jv;\n\n" + "".join(
+        f"jv {name}(jv);\n" for name in names) + "\n#endif\n"
+    body = "".join(f"  total = total + value.n * {n};\n  if (total > {n * 100}) total = total / 2;\n"
+                   for n in range(14))
+    source = ('#include "jv.h"\n\nstatic double clamp_total(double total, double limit);\n\n' + "".join(
+        f"jv {name}(jv value) {{\n  double total = 0;\n{body}  value.n = clamp_total(total, 1e9);\n"
+        f"  return value;\n}}\n\n" for name in names)
+        + "static double clamp_total(double total, double limit) {\n"
+        + "".join(f"  if (total > limit * {n}) total = limit;\n" for n in range(12)) + "  return total;\n}\n")
+    index = _index(make_repo, tmp_path, {"src/jv.h": header, "src/jv.c": source})
+    try:
+        defined = {name: next(n for n, line in enumerate(source.splitlines(), 1) if line.startswith(f"jv {name}("))
+                   for name in names}
+        defined["clamp_total"] = source.splitlines().index(
+            "static double clamp_total(double total, double limit) {") + 1
+        for name, line in defined.items():
+            first = search(index, name, k=5)[0]
+            assert (first.path, first.definition) == ("src/jv.c", True), name
+            assert first.start_line <= line <= first.end_line, name
+        headers = [m for m in search(index, "jv_number_value", k=5) if m.path == "src/jv.h"]
+        assert headers and headers[0].definition  # the prototype block still answers, after the body
+        monkeypatch.setattr(ranking, "PROTOTYPE_LANGUAGES", frozenset())
+        firsts = [search(index, name, k=5)[0] for name in defined]
+        assert any(not m.start_line <= defined[n] <= m.end_line for n, m in zip(defined, firsts))
+    finally:
+        index.close()
+
+
+def test_a_question_in_a_doc_comments_words_finds_the_code_it_documents(make_repo, tmp_path, monkeypatch):
+    # A function whose doc comment is too long to share a chunk with its declaration: the comment's head is a chunk
+    # of its own. A question in the comment's words is answered by the function's code, declaration line included,
+    # and the doc chunk does not take a second place of its own.
+    doc = ("/// Shuts down the blocking pool and waits for its worker threads to exit.\n"
+           + "".join(f"/// Step {n}: the pool marks itself closed, wakes every idle worker thread and waits for the "
+                     f"last worker thread to exit before the runtime shutdown returns ({n}).\n" for n in range(40)))
+    code = ("pub fn drain_pool(pool: &mut Pool, limit: Duration) {\n"
+            "    let workers = pool.take_workers();\n"
+            "    for handle in workers {\n        let _ = handle.join();\n    }\n}\n")
+    files = {"src/pool.rs": "use std::time::Duration;\n\n" + doc + code,
+             "src/other.rs": "".join(f"pub fn helper_{n}(x: u32) -> u32 {{\n    x + {n}\n}}\n\n" for n in range(6)),
+             "src/go/pool.go": "package pool\n\n" + doc.replace("///", "//")
+             + "func DrainPool(limit int) {\n\tfor _, w := range workers {\n\t\tw.Join()\n\t}\n}\n"}
+    index = _index(make_repo, tmp_path, files)
+    try:
+        lines = files["src/pool.rs"].splitlines()
+        declared = lines.index(code.splitlines()[0]) + 1
+        matches = search(index, "how does the pool wait for its worker threads to exit on shutdown", k=5)
+        rust = [m for m in matches if m.path == "src/pool.rs"]
+        assert rust and rust[0].start_line <= declared <= rust[0].end_line
+        assert not any(m.title.startswith("comment above") for m in matches)  # the comment alone
+        go_lines = files["src/go/pool.go"].splitlines()
+        go_declared = go_lines.index("func DrainPool(limit int) {") + 1
+        go = [m for m in matches if m.path == "src/go/pool.go"]
+        assert go and go[0].start_line <= go_declared <= go[0].end_line
+        monkeypatch.setattr(docheads, "DOC_DEPTH", 0)  # without the rule the comment's chunks answer by themselves
+        matches = search(index, "how does the pool wait for its worker threads to exit on shutdown", k=5)
+        assert any(m.title.startswith("comment above") for m in matches)
+    finally:
+        index.close()
+
+
+def test_a_verb_and_its_particle_find_the_word_code_writes_as_one(make_repo, tmp_path, monkeypatch):
+    # "shut down" in a question, `shutdown` in the code: the compound is searched for too.
+    files = {**_noise(),
+             "serve/stop.py": "def shutdown(server):\n    server.shutdown()\n",
+             "serve/status.py": "def report(server):\n    return 'down' if server.closed else 'up'\n"}
+    index = _index(make_repo, tmp_path, files)
+    try:
+        question = "where do we shut down"  # the keyword arm: the fake embedder's vectors know no words
+        assert search(index, question, k=3, mode="bm25")[0].path == "serve/stop.py"
+        monkeypatch.setattr(ranking, "PARTICLES", frozenset())
+        assert "serve/stop.py" not in [m.path for m in search(index, question, k=3, mode="bm25")]
+    finally:
+        index.close()
+
+
+def test_a_prototype_whose_body_no_parser_reads_is_not_put_behind_another_language(make_repo, tmp_path):
+    # A C function defined behind an export macro the grammar does not read, declared in its header, and bound in
+    # another language under contrib/: the header's prototype is its only C definition and stays first.
+    files = {"src/inflate_sync.h": "#ifndef INFLATE_SYNC_H\n#define INFLATE_SYNC_H\nint inflate_sync(void *strm);\n"
+                                   "#endif\n",
+             "contrib/binding/inflate.py": ("def inflate_sync(stream):\n    \"\"\"Skip to the next flush point.\"\"\"\n"
+                                            "    return stream.sync()\n")}
+    index = _index(make_repo, tmp_path, files)
+    try:
+        first = search(index, "inflate_sync", k=3)[0]
+        assert (first.path, first.definition) == ("src/inflate_sync.h", True)
     finally:
         index.close()

@@ -4,7 +4,8 @@ Input is a ``ParsedFile`` (symbols from the queries) and the file's redacted lin
 in file order. The rules, with no language named anywhere:
 
 - A class-like symbol (or a module/namespace) with member symbols becomes a *skeleton*: its own lines with each
-  member's body elided, then every member is chunked at the next level. No body is stored twice.
+  member's body elided, and of the doc comment above it all but its first line, then every member is chunked at the
+  next level. No body and no member's documentation is stored twice.
 - Any other symbol is one chunk with everything inside it (nested helpers stay with their function).
 - Lines outside every symbol at a level (imports, constants, statements) become ``module`` units.
 - Adjacent tiny units of one parent are merged up to ``settings.merge_tokens``, keeping the names they hold. A chunk
@@ -114,6 +115,9 @@ class _CodeChunker:
             if first <= last:
                 indent = self.lines[first - 1][: len(self.lines[first - 1]) - len(self.lines[first - 1].lstrip())]
                 elided[first] = (last, f"{indent}...")
+            first, last = self._doc_span(self.symbols[c])
+            if first <= last and first > sym.start_line and first not in elided:
+                elided[first] = (last, "")
         text_lines: list[str] = []
         numbers: list[int] = []
         n = sym.start_line
@@ -125,12 +129,32 @@ class _CodeChunker:
             text_lines += self.lines[n - 1 : first - 1]
             numbers += range(n, first)
             last, placeholder = elided[first]
-            text_lines.append(placeholder)
-            numbers.append(first)
+            if placeholder:  # a member's doc comment is left out whole: it is in the member's own chunk
+                text_lines.append(placeholder)
+                numbers.append(first)
             n = last + 1
         text_lines += self.lines[n - 1 : sym.end_line]
         numbers += range(n, sym.end_line + 1)
         return _Unit(sym.start_line, sym.end_line, index, text_lines, numbers, skeleton=True)
+
+    def _doc_span(self, sym: Symbol) -> tuple[int, int]:
+        """The lines of a member's doc comment above it that its parent's skeleton leaves out (empty when it has
+        none): all but the comment's first line of words, up to its first attribute or its declaration. The rest
+        of the comment is the member's: in the skeleton, every method's whole documentation made a heavily
+        documented class's skeleton many chunks of doc text that outranked the methods they describe, while its
+        first lines keep the skeleton an outline of what the class does."""
+        none = (sym.start_line, sym.start_line - 1)
+        if not sym.doc or sym.name_line <= sym.start_line:
+            return none
+        marks = tuple(text.split("\n", 1)[0].strip()[:20] for text in sym.decorators if text.strip())
+        stop = sym.name_line
+        for line in range(sym.start_line, sym.name_line):
+            if marks and self.lines[line - 1].strip().startswith(marks):
+                stop = line
+                break
+        summary = next((line for line in range(sym.start_line, stop) if any(ch.isalpha()
+                                                                            for ch in self.lines[line - 1])), None)
+        return (summary + 1, stop - 1) if summary is not None else none
 
     def _body_span(self, sym: Symbol) -> tuple[int, int]:
         """The lines of a member that its parent's skeleton leaves out.

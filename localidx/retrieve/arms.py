@@ -22,7 +22,7 @@ import re
 import threading
 
 from localidx.errors import UsageError
-from localidx.retrieve.ranking import declaration_rank, definition_rank
+from localidx.retrieve.ranking import declaration_rank, definition_rank, joined_words
 from localidx.retrieve.transforms import NameQuery, fold_name, name_parts
 from localidx.store.hot import COLUMNS as _ROW_COLUMNS
 
@@ -37,7 +37,8 @@ _QUERY_WORD = re.compile(r"\w+")
 
 
 def bm25_query_text(query: str) -> str:
-    """The words BM25 searches for: the query's word tokens plus the split words of its identifiers, deduplicated.
+    """The words BM25 searches for: the query's word tokens plus the split words of its identifiers and the words
+    it writes apart that code writes as one (``ranking.joined_words``), deduplicated.
 
     Only word characters survive, so quotes, colons, parentheses or operators in user text are never FTS syntax.
     """
@@ -48,6 +49,7 @@ def bm25_query_text(query: str) -> str:
         words.setdefault(token.lower(), None)
         for part in split_identifier(token):
             words.setdefault(part, None)
+    words.update(dict.fromkeys(joined_words(query)))  # "shut down" finds `shutdown` too
     return " ".join(words)
 
 
@@ -213,7 +215,7 @@ def rows_naming(table, last: str, clause: str, where: str | None) -> list[dict]:
     symbol's last component folds to it (the only rows ``ranking.definition_rank`` accepts). Without ``where``, the
     rows are found through ``SymbolMap`` and taken by row id, and the clause's two conditions are checked on them
     here; scanning the symbol column with the clause took 75 ms a name query at 15k chunks."""
-    columns = [*CANDIDATE_COLUMNS, "symbol", "kind"]
+    columns = [*CANDIDATE_COLUMNS, "symbol", "kind", "text"]  # text: a prototype ranks after its definition
     if where:
         return table.search().where(f"({where}) AND {clause}").select(columns).with_row_id(True) \
             .limit(10_000).to_list()

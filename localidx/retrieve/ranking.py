@@ -34,8 +34,8 @@ figures before and after.
 
 A name's definitions (``definition_rank``, ``declaration_rank``): source before tests and docs, the kind asked for,
 the qualification matched, the case as written, a type before a function of a capitalised name (a class before its
-constructor), the file named for the name (``SqlMapper.cs`` among the parts of a partial class), a parsed symbol
-before a declaration found in text; then the search's own score.
+constructor), a C function's body before its prototypes (``declares_only``), the file named for the name (``SqlMapper.cs`` among
+the parts of a partial class), a parsed symbol before a declaration found in text; then the search's own score.
 """
 
 from __future__ import annotations
@@ -83,6 +83,24 @@ def question_words(query: str) -> frozenset[str]:
             if len(word) >= 3 and word not in stop:
                 words.add(word)
     return frozenset(words)
+
+
+# A verb and its particle, two words in a question and one in code: "shut down" is `shutdown`, "set up" `setup`,
+# "look up" `lookup`, "time out" `timeout`, "plug in" `plugin`, "fall back" `fallback`.
+PARTICLES = frozenset({"up", "down", "out", "in", "on", "off", "back", "over"})
+_WORD_AND_NEXT = re.compile(r"(?<![\w$.])([A-Za-z]{2,})\b(?=[ \t]+([A-Za-z]+)\b)")  # each word and the next
+
+
+def joined_words(query: str) -> list[str]:
+    """The words a question writes apart that code writes as one (``PARTICLES``): "how does the runtime shut down"
+    -> ``["shutdown"]``. A stopword before the particle joins nothing ("is in" is not `isin`)."""
+    english = _english()
+    out = []
+    for found in _WORD_AND_NEXT.finditer(query):
+        first, second = found.group(1).lower(), found.group(2).lower()
+        if second in PARTICLES and first not in english and first not in PARTICLES:
+            out.append(first + second)
+    return out
 
 
 @lru_cache(maxsize=1 << 16)
@@ -190,7 +208,7 @@ def mentioned_weights(mentioned: list[list[tuple]], scores: dict) -> dict:
     ``MENTIONED_DEFINITIONS`` per name."""
     weights: dict = {}
     for defined in mentioned:
-        defined = sorted(defined, key=lambda item: (item[0][:_RANK_KEY], -scores.get(item[1], 0.0),
+        defined = sorted(_prototypes_after_bodies(defined), key=lambda item: (item[0][:_RANK_KEY], -scores.get(item[1], 0.0),
                                                      item[0][_RANK_KEY:]))
         chosen = list(dict.fromkeys(key for _rank, key in defined))[:MENTIONED_DEFINITIONS]
         for n, key in enumerate(chosen):
@@ -267,7 +285,8 @@ def definition_rank(parts: tuple[str, ...], wants: str, row: dict) -> tuple | No
     name = parts[-1]
     not_type = not wants and name[:1].isupper() and group not in ("type", None)
     not_home = fold_name(PurePosixPath(row["path"]).stem) != fold_name(name)
-    return (bool(role), wrong_kind, *quality, not_type, not_home, False, row["path"], row["start_line"])
+    return (bool(role), wrong_kind, *quality, not_type, declares_only(name, row), not_home, False, row["path"],
+            row["start_line"], row["language"] or "")
 
 
 @lru_cache(maxsize=256)
@@ -295,11 +314,68 @@ def declaration_rank(parts: tuple[str, ...], wants: str, row: dict) -> tuple | N
     not_type = not wants and name[:1].isupper() and group == "function"
     wrong_kind = bool(wants) and wants != group
     not_home = fold_name(PurePosixPath(row["path"]).stem) != fold_name(name)
-    return (bool(role), wrong_kind, 0, 0, not_type, not_home, True, row["path"], row["start_line"])
+    return (bool(role), wrong_kind, 0, 0, not_type, False, not_home, True, row["path"], row["start_line"],
+            row["language"] or "")
 
 
 _FUNCTION_WORDS = frozenset(("def", "defp", "defmacro", "fn", "func", "function", "fun", "sub", "proc", "macro"))
-_RANK_KEY = 7  # the part of a definition's rank key that comes before the search's score
+_RANK_KEY = 8  # the part of a definition's rank key that comes before the search's score
+_PROTOTYPE = 5  # where the rank key says "a prototype" (``declares_only``)
+
+
+def _prototypes_after_bodies(defined: list[tuple]) -> list[tuple]:
+    """``defined`` (``(rank key, key)``) with the prototype mark kept only where a C-family body of the name is among
+    them: a name whose C definition no parser reads (behind a macro) is not put behind another language's
+    definition of it (a binding under ``contrib/``) for being a prototype."""
+    bodies = (rank for rank, _key in defined if rank[-1] in PROTOTYPE_LANGUAGES)
+    if any(not rank[_PROTOTYPE] and not rank[_RANK_KEY - 1] for rank in bodies):  # a parsed C-family body
+        return defined
+    return [((*rank[:_PROTOTYPE], False, *rank[_PROTOTYPE + 1:]), key) for rank, key in defined]
+
+
+# Languages where a function's prototype and its definition are one function, declared twice: a header's block of
+# prototypes, a file's forward declarations. (A Rust trait's or a Java interface's method without a body is another
+# thing than its implementations, and stays ranked by score.)
+PROTOTYPE_LANGUAGES = frozenset({"c", "cpp", "objc", "cuda"})
+# After a parameter list, what may stand before the body or the `;`: qualifiers, attributes and macros with their
+# arguments, a trailing return type, a constructor's initialiser list.
+_AFTER_PARAMETERS = re.compile(r"(?:\s+|[\w:<>,*&.\[\]-]+(?:\s*\((?:[^;{}()]|\([^;{}()]*\))*\))?)*")
+
+
+def declares_only(name: str, row: dict) -> bool:
+    """True when ``row`` (a chunk of a C-family language, ``PROTOTYPE_LANGUAGES``) holds the function ``name``'s
+    prototype but not its body: ``name(...)`` followed by ``;`` or ``=`` (``= 0;``), and nowhere by ``{``. Such a chunk
+    (a header's block of prototypes, a file's forward declarations) ranks after the definition: someone typing a
+    function's name wants its code first."""
+    text = row.get("text")
+    if not text or (row.get("language") or "") not in PROTOTYPE_LANGUAGES:
+        return False
+    heads = False
+    for found in re.finditer(rf"(?<![\w$]){re.escape(name)}\s*\(", text):
+        close = _closing_paren(text, found.end() - 1)
+        if close is None:
+            continue
+        after = _AFTER_PARAMETERS.match(text, close + 1, min(len(text), close + 400))
+        following = text[after.end():after.end() + 1]
+        if following == "{":
+            return False
+        heads = heads or following in (";", "=")
+    return heads
+
+
+def _closing_paren(text: str, start: int) -> int | None:
+    depth = 0
+    for at in range(start, min(len(text), start + 2000)):
+        char = text[at]
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return at
+        elif char in ";{}":
+            return None
+    return None
 
 
 def definitions_first(scores: dict[tuple, float], defined: list[tuple], limit: int) -> tuple[dict[tuple, float], set]:
@@ -307,6 +383,7 @@ def definitions_first(scores: dict[tuple, float], defined: list[tuple], limit: i
     the search's own order), at most ``limit`` of them."""
     if not defined:
         return scores, set()
+    defined = _prototypes_after_bodies(defined)
     defined.sort(key=lambda item: (item[0][:_RANK_KEY], -scores.get(item[1], 0.0), item[0][_RANK_KEY:]))
     chosen = list(dict.fromkeys(key for _rank, key in defined))[:limit]
     top = max(scores.values(), default=0.0) or 1.0

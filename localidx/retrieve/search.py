@@ -52,6 +52,7 @@ from localidx.embed.names import STATIC_MODEL, TRANSFORMER_MODEL
 from localidx.errors import IndexNotReady, UsageError
 import localidx.retrieve.fusion as _fusion
 import localidx.retrieve.ranking as ranking
+from localidx.retrieve.docheads import credit_definitions
 from localidx.retrieve.guard import found as counts_as_found, limit_query, require_words
 from localidx.retrieve.arms import COLUMNS, bm25_arm, decide, definition_arm, materialise, vector_arm
 from localidx.retrieve.ranking import (PathIndex, definitions_first, mentioned_names, path_evidence, question_words,
@@ -297,6 +298,9 @@ def _search_sources(sources, copies: dict, query: str, k: int, mode: str, langua
                 scores[key] *= REPORT_ROLE_FACTOR
         else:
             scores[key] *= role_factor(rows[key], plan.wanted_roles)
+    if not plan.report:  # a long doc comment's chunks rank as the definition they document
+        for label, index, table in sources:
+            reading(index, lambda: credit_definitions(table, label, scores, rows, COLUMNS))
     names = None if plan.report else name_query(query)
     if plan.report:
         scores = _with_file_depth(_with_file_support(scores, rows), rows)
