@@ -68,13 +68,14 @@ def bm25_arm(table, query: str, where: str | None, fetch: int, required: bool, c
     in_memory = None if where else hot_copy(table)
     if in_memory is not None:
         found = in_memory.bm25(text, fetch, tuple(c for c in columns if in_memory.holds(c)))
-        return _from_lancedb(table, found, tuple(c for c in columns if not in_memory.holds(c)))
+        return _in_order(_from_lancedb(table, found, tuple(c for c in columns if not in_memory.holds(c))))
     try:
         # A MatchQuery is tokenised like the column, never parsed: no phrase, field or boolean syntax applies.
         builder = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
         if where:
             builder = builder.where(where, prefilter=True)
-        return builder.select([*CANDIDATE_COLUMNS, *columns, "_score"]).with_row_id(True).limit(fetch).to_list()
+        return _in_order(builder.select([*CANDIDATE_COLUMNS, *columns, "_score"]).with_row_id(True).limit(fetch)
+                         .to_list())
     except Exception as exc:  # noqa: BLE001 - any FTS failure is reported in one line or answered by the other arm
         from localidx.store.index import storage_error
 
@@ -86,6 +87,13 @@ def bm25_arm(table, query: str, where: str | None, fetch: int, required: bool, c
         if not quiet:
             log.warning("full-text search failed, answering from vectors only: %s", reason)
         return []
+
+
+def _in_order(rows: list[dict]) -> list[dict]:
+    """BM25's rows best first, rows of one score (to six places: the copy sums in float32 in another order than
+    LanceDB) in path and line order, so that which of two equally good chunks a search shows does not depend on
+    which of the two answered it."""
+    return sorted(rows, key=lambda row: (-round(row["_score"], 6), row["path"], row["start_line"]))
 
 
 def vector_arm(table, vector, where: str | None, fetch: int) -> list[dict]:
