@@ -737,6 +737,25 @@ def _compact_now_and_then(index: Index) -> None:
         log.info("compaction: %s", done)
 
 
+def compact_idle(index: Index, settings: Settings) -> dict:
+    """Compaction while nothing is written (a daemon going idle; the caller is the writer): what a pass's end does,
+    and a settled pass's record, when it still holds, brought up to date, so that the next ``localidx index`` still
+    finds nothing to do."""
+    import json
+
+    settled = index.catalog.get_meta(SETTLED)
+    then = json.loads(settled) if settled else None
+    holds = then is not None and then == _settled_facts(index.paths, settings, then.get("model", ""),
+                                                          then.get("table_version", 0))
+    done = index.store.compact(index.catalog)
+    if done.get("rewritten") or done.get("versions_dropped"):
+        log.info("idle compaction: %s", done)
+        if holds:
+            facts = _settled_facts(index.paths, settings, then["model"], index.store.version())
+            index.catalog.set_meta(SETTLED, json.dumps(facts, sort_keys=True))
+    return done
+
+
 def _embed_texts(index: Index, texts_by_key: dict[str, str], cache: bool = True) -> dict:
     """Embed search texts (by embedding key), put them in the cache unless told not to; returns key -> vector."""
     from localidx.embed import embedding_input

@@ -19,6 +19,7 @@ from localidx.store.index import open_index
 from localidx.store.lance import release_pinned
 from localidx.store.paths import index_paths
 from tests.conftest import git, init_repo, write_files
+from tests.test_daemon import run_dir  # noqa: F401 - a fixture
 
 FILES = 100
 
@@ -104,3 +105,30 @@ def test_deleted_rows_are_rewritten_away_only_past_the_threshold(two_branches, t
     (root / "pkg" / "m1.py").write_text(module("edited", 1), encoding="utf-8")
     run_index(root, True, settings)
     assert compact.footprint(table_dir(root, settings)).deletion_files == 0
+
+
+def test_a_daemon_keeps_the_version_its_readers_are_on_and_compacts_it_away_when_idle(two_branches, tmp_path,
+                                                                                       monkeypatch, run_dir):
+    from tests.conftest import daemon_environment
+    from tests.test_daemon import Daemons, hello_daemon, search_over_socket, wait_for
+
+    root = two_branches
+    git(root, "checkout", "-q", "main")
+    daemon_environment(monkeypatch, tmp_path / "home")
+    d = Daemons(root)
+    try:
+        d.start(env={"LOCALIDX_DAEMON_RELEASE_S": "5"})
+        d.ready()
+        settings = load_settings(root, {})
+        assert search_over_socket(d, "main helper")  # the daemon pins the latest version
+        git(root, "checkout", "-q", "other")
+        proc = d.cli("index", "--quiet")  # through the daemon: its writer runs the pass
+        assert proc.returncode == 0, proc.stderr
+        assert compact.footprint(table_dir(root, settings)).versions == 2  # the latest, and the one it pinned
+        wait_for(lambda: hello_daemon(d)["memory"]["released"], 60, "the idle release")
+        after = compact.footprint(table_dir(root, settings))
+        assert after.versions == 1 and after.deletion_files == 0
+        found = search_over_socket(d, "other helper")
+        assert found and all(m["symbol"].startswith("other_function") for m in found)
+    finally:
+        d.teardown()
