@@ -51,6 +51,8 @@ COMMIT_S = 3.0
 EMBED_STEP = 16
 EMBED_STEP_MAX = 4096
 STEP_S = 1.0
+# Compaction (old table versions deleted, fragments rewritten) is localidx.store.compact's: at the end of a pass
+# that wrote (``_compact_now_and_then``) and when a daemon goes idle (``compact_idle``).
 INLINE_EMBED_MAX = 64  # new texts in a write batch that are embedded before it is written rather than after
 OLD_GENERATION_GRACE_S = 300  # a replaced generation is dropped this long after the switch (readers may be on it)
 PENDING_SINCE = "pending_since"  # catalog meta: epoch seconds since chunks have waited for vectors ("" when none)

@@ -37,7 +37,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 REWRITE_DELETED_SHARE = 0.1  # rows deleted but still stored, over all stored rows, before fragments are rewritten
-REWRITE_FRAGMENTS = 16  # fragments (one per commit that added rows) before they are merged
+REWRITE_FRAGMENTS = 32  # fragments (about one per commit that added rows) before they are merged
 REWRITE_EVERY_VERSIONS = 64  # commits since the last rewrite
 REWRITE_AFTER_S = 600.0  # deleted rows are rewritten away at the first pass this long after the last rewrite
 PIN_TRIES = 5  # a reader whose version was deleted while it pinned it tries the latest again this often
@@ -107,8 +107,9 @@ def _open_lease(path: Path) -> int:
 
 
 def take_lease(db_dir: Path, table_name: str, version: int) -> int | None:
-    """A shared lock on the version's lease file (the descriptor), or None when it cannot be made. Returns None too
-    when the version's manifest is gone once the lock is held (the writer deleted it meanwhile): pin again."""
+    """A shared lock on the version's lease file: its descriptor; -1 when the file cannot be made (read
+    unprotected); None when the version's manifest is gone once the lock is held (the writer deleted it meanwhile:
+    pin the latest again)."""
     location = db_dir / f"{table_name}.lance"
     directory = lease_dir(db_dir, table_name)
     path = directory / str(version)

@@ -9,7 +9,9 @@ left in the database by an older localidx is copied into that file once and drop
 
 Only the indexer writes (``replace_files``, ``delete_paths``, ``set_vectors``, ``cache_put``). ``replace_files`` is
 one LanceDB commit per batch — upsert the files' rows and delete their other rows — so a reader sees each file
-entirely old or entirely new. Readers use ``snapshot()``, a table pinned to the latest committed version.
+entirely old or entirely new. Readers use ``snapshot()``, a table pinned to the latest committed version, which
+holds a lease on that version for as long as the table object lives: compaction (``localidx.store.compact``)
+deletes no version a reader holds.
 
 Filters are built with ``sql_str`` (quotes doubled, never pasted raw): a path with a quote in it works.
 """
@@ -250,7 +252,15 @@ class ChunkStore:
         dropped = [n for n in self._names() if mine.match(n) and n != self.table_name and n not in keep]
         for name in dropped:
             self._db.drop_table(name)
+            self._drop_leases(name)
         return dropped
+
+    def _drop_leases(self, name: str) -> None:
+        import shutil
+
+        from localidx.store.compact import lease_dir
+
+        shutil.rmtree(lease_dir(self.db_dir, name), ignore_errors=True)
 
     def drop_cache(self) -> None:
         """Forget every cached vector (the cache was found damaged): the file is moved aside, a new one started."""
@@ -273,6 +283,7 @@ class ChunkStore:
     def drop(self) -> None:
         if self.exists():
             self._db.drop_table(self.table_name)
+            self._drop_leases(self.table_name)
 
     # -- writes (the indexer only) ----------------------------------------------------------------------------
 
