@@ -12,7 +12,7 @@ idle. Every daemon is stopped at the end. Everything (state dir, runtime dir, cl
 daemons of the user's own runtime dir are not seen or touched.
 
     .venv/bin/python benchmarks/daemon_memory.py [--mirrors /work/.mirror] [--release 20] \\
-        [--work /tmp/localidx-bench/daemon-memory]
+        [--work /tmp/localidx-bench/daemon-memory] [--localidx CHECKOUT]
 
 Uses the default embedding model (static-minilm). Not a timed test.
 """
@@ -44,17 +44,32 @@ def daemons(cwd: Path, env: dict) -> list[dict]:
     return json.loads(run(cwd, env, "daemon", "list", "--json"))["daemons"]
 
 
+def pss_mb(pid: int) -> float:
+    """The process's proportional set size: shared pages (the libraries every daemon maps) split between the
+    processes that map them, so that the daemons' sum is the memory they take together."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def show(label: str, found: list[dict]) -> float:
-    total = 0.0
+    total = pss = 0.0
     print(f"{label}: {len(found)} daemons")
     for daemon in sorted(found, key=lambda d: str(d.get("root"))):
         memory = daemon.get("memory") or {}
         total += memory.get("rss_mb") or 0
-        print(f"  {Path(str(daemon.get('root'))).name:<6} pid {daemon.get('pid'):>7}  RSS {memory.get('rss_mb', 0):6.0f} MB"
-              f"  (anon {memory.get('anon_mb', 0):5.0f}, files {memory.get('file_mb', 0):5.0f})"
-              f"  {memory.get('threads', 0):3d} threads  idle {daemon.get('idle_s', 0):5.0f} s"
-              f"  released {memory.get('released')}  model loaded {memory.get('model_loaded')}")
-    print(f"  total RSS {total:.0f} MB")
+        share = pss_mb(int(daemon.get("pid") or 0))
+        pss += share
+        print(f"  {Path(str(daemon.get('root'))).name:<6} pid {daemon.get('pid'):>7}  RSS {memory.get('rss_mb', 0):4.0f} MB"
+              f" (anon {memory.get('anon_mb', 0):4.0f}, files {memory.get('file_mb', 0):4.0f}), PSS {share:4.0f} MB"
+              f"  {memory.get('threads', 0):3d} threads  idle {daemon.get('idle_s', 0):4.0f} s"
+              f"  released {memory.get('released')}")
+    print(f"  total RSS {total:.0f} MB, PSS {pss:.0f} MB")
     return total
 
 
@@ -74,13 +89,14 @@ def main() -> None:
     parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     parser.add_argument("--release", type=float, default=20.0, help="daemon_release_s for the daemons started here")
     parser.add_argument("--work", type=Path, default=Path("/tmp/localidx-bench/daemon-memory"))
+    parser.add_argument("--localidx", type=Path, default=HERE, help="the checkout whose localidx runs (default: this)")
     args = parser.parse_args()
 
     if args.work.exists():
         shutil.rmtree(args.work)
     runtime = args.work / "run"
     runtime.mkdir(parents=True, mode=0o700)
-    env = {**os.environ, "PYTHONPATH": str(HERE), "LOCALIDX_HOME": str(args.work / "home"), "XDG_RUNTIME_DIR":
+    env = {**os.environ, "PYTHONPATH": str(args.localidx), "LOCALIDX_HOME": str(args.work / "home"), "XDG_RUNTIME_DIR":
            str(runtime), "LOCALIDX_REGISTRY": str(args.work / "registry.json"), "LOCALIDX_DAEMON": "auto",
            "LOCALIDX_DAEMON_RELEASE_S": str(args.release), "HF_HUB_OFFLINE": "1"}
     env.pop("CI", None)

@@ -44,7 +44,11 @@ def two_branches(tmp_path):
     return root
 
 
-def test_the_index_stays_near_a_fresh_ones_size_through_branch_switches(two_branches, tmp_path):
+@pytest.mark.parametrize("pylance", [True, False], ids=["with-pylance", "without-pylance"])
+def test_the_index_stays_near_a_fresh_ones_size_through_branch_switches(two_branches, tmp_path, monkeypatch, pylance):
+    # Without pylance (a plain install: it comes with localidx[cluster]) old versions go with the rewrites only.
+    if not pylance:
+        monkeypatch.setattr(compact, "pylance_installed", lambda: False)
     root = two_branches
     settings = load_settings(root, {"embed_model": "fake", "home": str(tmp_path / "home")})
     sizes = []

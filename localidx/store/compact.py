@@ -15,11 +15,14 @@ writer deleting it (then it finds the version gone and pins the latest, which is
 cannot make its lease file (a read-only state dir) reads unprotected, as every reader did before leases.
 
 **Cheap when there is nothing to do.** ``maintain`` lists the table's ``_versions`` directory and, only when more
-than the latest version is there, tries the leases and deletes (tens of milliseconds). Rewriting fragments (LanceDB's
+than the latest version is there, tries the leases and deletes (tens of milliseconds; deleting chosen versions
+takes pylance, which ``localidx[cluster]`` installs: without it old versions go only with a rewrite, see
+``drop_old_versions``). Rewriting fragments (LanceDB's
 ``optimize``: fragments merged, deleted rows dropped, the full-text index brought along; about a second at 4k rows)
 runs only when ``needs_rewrite`` says so: deleted rows over ``REWRITE_DELETED_SHARE`` of the stored rows, more than
-``REWRITE_FRAGMENTS`` fragments, ``REWRITE_EVERY_VERSIONS`` commits since the last rewrite, or deleted rows still
-stored ``REWRITE_AFTER_S`` after it (their text, a secret taken out of a file, leaves the disk with the rewrite).
+``REWRITE_FRAGMENTS`` fragments, ``REWRITE_EVERY_VERSIONS`` commits since the last rewrite, deleted rows still
+stored ``REWRITE_AFTER_S`` after it, or (without pylance) files on disk over ``REWRITE_WASTE`` times the latest
+version's (their text, a secret taken out of a file, leaves the disk with the rewrite).
 The thresholds are module attributes, so tests can lower them.
 """
 
@@ -40,6 +43,7 @@ REWRITE_DELETED_SHARE = 0.1  # rows deleted but still stored, over all stored ro
 REWRITE_FRAGMENTS = 32  # fragments (about one per commit that added rows) before they are merged
 REWRITE_EVERY_VERSIONS = 64  # commits since the last rewrite
 REWRITE_AFTER_S = 600.0  # deleted rows are rewritten away at the first pass this long after the last rewrite
+REWRITE_WASTE = 1.5  # without pylance: files on disk over the latest version's before a rewrite drops old versions
 PIN_TRIES = 5  # a reader whose version was deleted while it pinned it tries the latest again this often
 
 
@@ -164,8 +168,19 @@ def _free_versions(db_dir: Path, table_name: str, versions: list[int]) -> tuple[
 # -- the writer's side -------------------------------------------------------------------------------------------
 
 
-def drop_old_versions(store) -> int:
-    """Delete every version of the store's chunk table but the latest that no reader holds; the number deleted."""
+def pylance_installed() -> bool:
+    """Whether pylance (the ``lance`` package, with ``localidx[cluster]``) is there: it deletes versions one by one."""
+    import importlib.util
+
+    return importlib.util.find_spec("lance") is not None
+
+
+def drop_old_versions(store, rewritten: bool = False) -> int:
+    """Delete every version of the store's chunk table but the latest that no reader holds; the number deleted.
+
+    With pylance, exactly those versions go. Without it LanceDB can only drop every old version at once, through an
+    ``optimize`` that also merges fragments (a full rewrite at 100k rows): that is done only right after a rewrite
+    (``rewritten``, when the merge has nothing left to do) and when no reader holds an old version."""
     if store.read_only or not store.exists():
         return 0
     location = store.db_dir / f"{store.table_name}.lance"
@@ -175,15 +190,25 @@ def drop_old_versions(store) -> int:
         return 0
     free, held = _free_versions(store.db_dir, store.table_name, old)
     try:
-        if free:
-            dataset = store.table().to_lance()
-            dataset.cleanup_old_versions(versions=free, error_if_tagged_old_versions=False)
-            directory = lease_dir(store.db_dir, store.table_name)
-            for version in free:
-                try:
-                    os.unlink(directory / str(version))
-                except OSError:
-                    pass
+        if not free:
+            return 0
+        if pylance_installed():
+            store.table().to_lance().cleanup_old_versions(versions=free, error_if_tagged_old_versions=False)
+        elif rewritten and len(free) == len(old):
+            import warnings
+            from datetime import timedelta
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "removes every version but the latest": no reader is on one
+                store.table().optimize(cleanup_older_than=timedelta(0))
+        else:
+            return 0
+        directory = lease_dir(store.db_dir, store.table_name)
+        for version in free:
+            try:
+                os.unlink(directory / str(version))
+            except OSError:
+                pass
     finally:
         for fd in held:
             os.close(fd)
@@ -194,18 +219,19 @@ def drop_old_versions(store) -> int:
 
 def needs_rewrite(store, since_versions: int, since_s: float) -> str | None:
     """Why the table's fragments should be rewritten now (see the module docstring), or None."""
-    dataset = store.table().to_lance()
-    fragments = dataset.get_fragments()
-    stored = deleted = 0
-    for fragment in fragments:
-        meta = fragment.metadata
-        stored += meta.physical_rows or 0
-        if meta.deletion_file is not None:
-            deleted += meta.deletion_file.num_deleted_rows or 0
+    latest = store.table().list_versions()[-1].get("metadata") or {}
+    stored = int(latest.get("total_data_file_rows") or 0)
+    deleted = int(latest.get("total_deletion_file_rows") or 0)
+    fragments = int(latest.get("total_fragments") or 0)
     if stored and deleted > REWRITE_DELETED_SHARE * stored:
         return f"{deleted} of {stored} stored rows are deleted"
-    if len(fragments) > REWRITE_FRAGMENTS:
-        return f"{len(fragments)} fragments"
+    if fragments > REWRITE_FRAGMENTS:
+        return f"{fragments} fragments"
+    live = int(latest.get("total_files_size") or 0)
+    if live and not pylance_installed():  # old versions go only with a rewrite (``drop_old_versions``)
+        held = footprint(store.db_dir / f"{store.table_name}.lance").bytes
+        if held > REWRITE_WASTE * live:
+            return f"{held} bytes on disk for {live} of the latest version"
     if since_versions >= REWRITE_EVERY_VERSIONS:
         return f"{since_versions} commits since the last compaction"
     if deleted and since_s >= REWRITE_AFTER_S:
@@ -247,6 +273,6 @@ def maintain(store, catalog=None) -> dict:
             catalog.set_meta("compacted_at_version", str(store.version()))
             catalog.set_meta("compacted_at", str(time.time()))
         done["rewritten"] = why
-    done["versions_dropped"] = drop_old_versions(store)
+    done["versions_dropped"] = drop_old_versions(store, rewritten=why is not None)
     done["seconds"] = round(time.perf_counter() - started, 3)
     return done
