@@ -749,7 +749,7 @@ def compact_idle(index: Index, settings: Settings) -> dict:
     then = json.loads(settled) if settled else None
     holds = then is not None and then == _settled_facts(index.paths, settings, then.get("model", ""),
                                                           then.get("table_version", 0))
-    done = index.store.compact(index.catalog)
+    done = index.store.compact(index.catalog, idle=True)
     if done.get("rewritten") or done.get("versions_dropped"):
         log.info("idle compaction: %s", done)
         if holds:

@@ -44,6 +44,9 @@ REWRITE_FRAGMENTS = 32  # fragments (about one per commit that added rows) befor
 REWRITE_EVERY_VERSIONS = 64  # commits since the last rewrite
 REWRITE_AFTER_S = 600.0  # deleted rows are rewritten away at the first pass this long after the last rewrite
 REWRITE_WASTE = 1.5  # without pylance: files on disk over the latest version's before a rewrite drops old versions
+# A daemon sets this False: importing pylance costs a long-lived process about 30 MB of RSS for good, and a daemon
+# drops its old versions when it goes idle, when no reader holds one (``maintain(idle=True)``).
+USE_PYLANCE = True
 PIN_TRIES = 5  # a reader whose version was deleted while it pinned it tries the latest again this often
 
 
@@ -169,18 +172,19 @@ def _free_versions(db_dir: Path, table_name: str, versions: list[int]) -> tuple[
 
 
 def pylance_installed() -> bool:
-    """Whether pylance (the ``lance`` package, with ``localidx[cluster]``) is there: it deletes versions one by one."""
+    """Whether pylance (the ``lance`` package, with ``localidx[cluster]``) is there and may be used: it deletes
+    versions one by one. A daemon does without it (``USE_PYLANCE``)."""
     import importlib.util
 
-    return importlib.util.find_spec("lance") is not None
+    return USE_PYLANCE and importlib.util.find_spec("lance") is not None
 
 
 def drop_old_versions(store, rewritten: bool = False) -> int:
     """Delete every version of the store's chunk table but the latest that no reader holds; the number deleted.
 
     With pylance, exactly those versions go. Without it LanceDB can only drop every old version at once, through an
-    ``optimize`` that also merges fragments (a full rewrite at 100k rows): that is done only right after a rewrite
-    (``rewritten``, when the merge has nothing left to do) and when no reader holds an old version."""
+    ``optimize`` that also merges fragments (a full rewrite at 100k rows): that is done only when no reader holds an
+    old version, and only right after a rewrite (when the merge has nothing left to do) or when idle: ``rewritten``."""
     if store.read_only or not store.exists():
         return 0
     location = store.db_dir / f"{store.table_name}.lance"
@@ -248,10 +252,10 @@ def rewrite(store) -> None:
     store.table().optimize(cleanup_older_than=timedelta(days=7))
 
 
-def maintain(store, catalog=None) -> dict:
-    """After a pass that wrote (the single writer): rewrite the fragments when ``needs_rewrite`` says so (always
-    without ``catalog``), then delete the versions no reader is on. The rewrite is recorded in the catalog's meta.
-    Returns what was done."""
+def maintain(store, catalog=None, idle: bool = False) -> dict:
+    """After a pass that wrote, or when idle (the single writer): rewrite the fragments when ``needs_rewrite`` says so
+    (always without ``catalog``), then delete the versions no reader is on. The rewrite is recorded in the catalog's
+    meta. Returns what was done."""
     if store.read_only or not store.exists():
         return {}
     started = time.perf_counter()
@@ -273,6 +277,6 @@ def maintain(store, catalog=None) -> dict:
             catalog.set_meta("compacted_at_version", str(store.version()))
             catalog.set_meta("compacted_at", str(time.time()))
         done["rewritten"] = why
-    done["versions_dropped"] = drop_old_versions(store, rewritten=why is not None)
+    done["versions_dropped"] = drop_old_versions(store, rewritten=why is not None or idle)
     done["seconds"] = round(time.perf_counter() - started, 3)
     return done

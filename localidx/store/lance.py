@@ -388,13 +388,13 @@ class ChunkStore:
     def version(self) -> int:
         return self.table().version if self.exists() else 0
 
-    def compact(self, catalog=None) -> dict:
+    def compact(self, catalog=None, idle: bool = False) -> dict:
         """Rewrite the fragments when they hold many deleted rows (always, without ``catalog``, where the last
         rewrite is recorded), then delete the versions no reader is on (``localidx.store.compact``; only the single
         writer calls this). Returns what was done."""
         from localidx.store.compact import maintain
 
-        return maintain(self, catalog)
+        return maintain(self, catalog, idle=idle)
 
     def purge(self) -> None:
         """Fold the table into its latest version and delete every older version's files at once: no data file is
