@@ -146,13 +146,15 @@ def hold_lease(table, fd: int) -> None:
 def _free_versions(db_dir: Path, table_name: str, versions: list[int]) -> tuple[list[int], list[int]]:
     """The versions no reader holds, each with its lease locked exclusively (descriptors returned to release)."""
     directory = lease_dir(db_dir, table_name)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return [], []
     free, held = [], []
     for version in versions:
         path = directory / str(version)
-        if not path.exists():
-            free.append(version)
-            continue
         try:
+            # Made when missing and locked too: a reader about to pin this version then waits, and finds it gone.
             fd = _open_lease(path)
         except OSError:
             continue
