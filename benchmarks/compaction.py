@@ -87,7 +87,8 @@ def main() -> None:
     index(repo, fresh, args.localidx)
     fresh_size, fresh_versions, fresh_deletions = footprint(fresh / "lancedb")
     cache = (home / "vectors.sqlite").stat().st_size if (home / "vectors.sqlite").exists() else 0
-    print(f"after {args.switches} switches: tables {size / 1e6:.2f} MB, {versions} versions, {deletions} deletion files")
+    print(f"after {args.switches} switches: tables {size / 1e6:.2f} MB, {versions} versions, "
+          f"{deletions} deletion files")
     print(f"fresh index of the same checkout: tables {fresh_size / 1e6:.2f} MB, {fresh_versions} versions, "
           f"{fresh_deletions} deletion files")
     print(f"ratio {size / fresh_size:.2f} (goal <= 1.3); vector cache, not counted: {cache / 1e6:.1f} MB")

@@ -65,7 +65,8 @@ def show(label: str, found: list[dict]) -> float:
         total += memory.get("rss_mb") or 0
         share = pss_mb(int(daemon.get("pid") or 0))
         pss += share
-        print(f"  {Path(str(daemon.get('root'))).name:<6} pid {daemon.get('pid'):>7}  RSS {memory.get('rss_mb', 0):4.0f} MB"
+        print(f"  {Path(str(daemon.get('root'))).name:<6} pid {daemon.get('pid'):>7}"
+              f"  RSS {memory.get('rss_mb', 0):4.0f} MB"
               f" (anon {memory.get('anon_mb', 0):4.0f}, files {memory.get('file_mb', 0):4.0f}), PSS {share:4.0f} MB"
               f"  {memory.get('threads', 0):3d} threads  idle {daemon.get('idle_s', 0):4.0f} s"
               f"  released {memory.get('released')}")

@@ -823,8 +823,7 @@ class Daemon:
             self._trim_job = False
 
     def _release(self) -> None:
-        """On a worker: drop the readers' store, then the writer's open index (it compacts first: the readers'
-        leases are gone with their tables) and a large model; give the memory back."""
+        """On a worker: drop the readers' tables (and leases), the writer's index (compacted first), a large model."""
         try:
             before = memory.usage().get("rss_mb")
             with self._lock:
