@@ -51,8 +51,8 @@ COMMIT_S = 3.0
 EMBED_STEP = 16
 EMBED_STEP_MAX = 4096
 STEP_S = 1.0
-COMPACT_EVERY_VERSIONS = 64  # table versions (commits) between compactions
-COMPACT_AFTER_S = 600  # ... or this long since the last one, at the next pass that wrote something
+# Compaction (old table versions deleted, fragments rewritten) is localidx.store.compact's: at the end of a pass
+# that wrote (``_compact_now_and_then``) and when a daemon goes idle (``compact_idle``).
 INLINE_EMBED_MAX = 64  # new texts in a write batch that are embedded before it is written rather than after
 OLD_GENERATION_GRACE_S = 300  # a replaced generation is dropped this long after the switch (readers may be on it)
 PENDING_SINCE = "pending_since"  # catalog meta: epoch seconds since chunks have waited for vectors ("" when none)
@@ -730,20 +730,32 @@ def _embeds_inline(embedder) -> bool:
 
 
 def _compact_now_and_then(index: Index) -> None:
-    """Fold small commits together and drop old versions once enough commits have piled up: every batch and vector
-    fill is a commit, and without this the table grew to 4.7x its live size (benchmarks/index.py)."""
-    version = index.store.version()
-    last = int(index.catalog.get_meta("compacted_at_version", "0") or 0)
-    compacted_at = index.catalog.get_meta("compacted_at")
-    if not compacted_at:  # the first pass of an index: the clock starts here
-        index.catalog.set_meta("compacted_at", str(time.time()))
-    since = time.time() - float(compacted_at or time.time())
-    # Also by time: the versions a compaction drops hold the text of replaced and deleted rows (a secret taken out of
-    # a file), so they are dropped at the first pass COMPACT_AFTER_S after the last compaction, however few commits.
-    if version - last >= COMPACT_EVERY_VERSIONS or (version > last and since >= COMPACT_AFTER_S):
-        index.store.compact()
-        index.catalog.set_meta("compacted_at_version", str(index.store.version()))
-        index.catalog.set_meta("compacted_at", str(time.time()))
+    """Delete the table versions no reader is on, and rewrite the fragments when they hold many deleted rows
+    (``localidx.store.compact``): every batch and vector fill is a commit, and a branch switch replaces most rows;
+    without this the table grew to 4.7x its live size (benchmarks/index.py), 14x after six branch switches
+    (benchmarks/compaction.py)."""
+    done = index.store.compact(index.catalog)
+    if done.get("rewritten") or done.get("versions_dropped"):
+        log.info("compaction: %s", done)
+
+
+def compact_idle(index: Index, settings: Settings) -> dict:
+    """Compaction while nothing is written (a daemon going idle; the caller is the writer): what a pass's end does,
+    and a settled pass's record, when it still holds, brought up to date, so that the next ``localidx index`` still
+    finds nothing to do."""
+    import json
+
+    settled = index.catalog.get_meta(SETTLED)
+    then = json.loads(settled) if settled else None
+    holds = then is not None and then == _settled_facts(index.paths, settings, then.get("model", ""),
+                                                          then.get("table_version", 0))
+    done = index.store.compact(index.catalog, idle=True)
+    if done.get("rewritten") or done.get("versions_dropped"):
+        log.info("idle compaction: %s", done)
+        if holds:
+            facts = _settled_facts(index.paths, settings, then["model"], index.store.version())
+            index.catalog.set_meta(SETTLED, json.dumps(facts, sort_keys=True))
+    return done
 
 
 def _embed_texts(index: Index, texts_by_key: dict[str, str], cache: bool = True) -> dict:

@@ -823,10 +823,9 @@ class Daemon:
             self._trim_job = False
 
     def _release(self) -> None:
-        """On a worker: drop the readers' store, the writer's open index and a large model; give the memory back."""
+        """On a worker: drop the readers' tables (and leases), the writer's index (compacted first), a large model."""
         try:
             before = memory.usage().get("rss_mb")
-            self.writer.release()
             with self._lock:
                 self._store = None
             from localidx.store import hot
@@ -834,6 +833,8 @@ class Daemon:
 
             hot.drop_all()  # the in-memory copy and the pinned tables: loaded again by the next query
             release_pinned()
+            gc.collect()
+            self.writer.release()
             release = getattr(self.embedder, "release", None)
             cost = getattr(self.embedder, "load_mb", None)
             if release is not None and (cost is None or cost > KEEP_MODEL_MB):

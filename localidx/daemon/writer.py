@@ -9,7 +9,8 @@ its own) carries on. So a burst of edits is indexed promptly even while a large 
 The thread opens the writable ``Index`` itself (sqlite connections belong to the thread that made them) around the
 daemon's shared embedder; the caller holds the write lock for the daemon's life. ``release()`` asks it to close that
 index while it is idle (the daemon's idle release: LanceDB's caches go with the connection); the next run opens it
-again.
+again. Before closing it the thread compacts the index (``indexer.compact_idle``): the versions the readers were
+on during the last run are free by then.
 
 Hooks the daemon sets: ``on_activity`` (a run ended: the idle clock restarts), ``on_use`` (a run starts: the model
 and the index are in use) and ``on_change(urgent)`` (a phase changed or progress was made: subscribers are told).
@@ -37,6 +38,9 @@ class Writer(threading.Thread):
 
     def __init__(self, root: Path, index_paths, settings: Settings, embedder, on_activity=lambda: None):
         super().__init__(name="localidx-writer", daemon=True)
+        from localidx.store import compact
+
+        compact.USE_PYLANCE = False  # see there: a daemon's old versions go when it is idle
         self.root = root
         self.index_paths = index_paths
         self.settings = settings
@@ -162,6 +166,7 @@ class Writer(threading.Thread):
                     if self._release and not self._has_work():
                         self._release = False
                         if index is not None:
+                            self._compact(index)
                             index.close()
                             index = None
                         self._released.set()
@@ -190,6 +195,16 @@ class Writer(threading.Thread):
                 index.close()
             self.phase = "stopped"
             self._released.set()
+
+    def _compact(self, index) -> None:
+        """Idle: delete the table versions the readers have let go of since the last run, rewrite the fragments
+        if they need it (``indexer.compact_idle``)."""
+        try:
+            from localidx.indexer import compact_idle
+
+            compact_idle(index, self.settings)
+        except Exception:  # noqa: BLE001 - an index not compacted is only larger; the next pass tries again
+            log.exception("compacting the index failed")
 
     def _fail(self, waiters: list[Future], exc: BaseException, what: str) -> None:
         log.exception(what)

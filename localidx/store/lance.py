@@ -9,7 +9,9 @@ left in the database by an older localidx is copied into that file once and drop
 
 Only the indexer writes (``replace_files``, ``delete_paths``, ``set_vectors``, ``cache_put``). ``replace_files`` is
 one LanceDB commit per batch — upsert the files' rows and delete their other rows — so a reader sees each file
-entirely old or entirely new. Readers use ``snapshot()``, a table pinned to the latest committed version.
+entirely old or entirely new. Readers use ``snapshot()``, a table pinned to the latest committed version, which
+holds a lease on that version for as long as the table object lives: compaction (``localidx.store.compact``)
+deletes no version a reader holds.
 
 Filters are built with ``sql_str`` (quotes doubled, never pasted raw): a path with a quote in it works.
 """
@@ -37,7 +39,6 @@ ANN_MIN_ROWS = 50_000  # below this, exact search is fast enough and an index co
 # from 4.5 to 69 ms (a loaded 2-core machine), and folding them in cost 0.11 s once; at 10k rows a fold costs about
 # 1 s, at 100k several.
 OPTIMIZE_MIN_ROWS = 200
-VERSIONS_KEPT_S = 300  # compaction keeps the table versions of the last five minutes (for readers pinned on them)
 _PK = {"lance-schema:unenforced-primary-key": "true"}
 
 
@@ -193,11 +194,26 @@ class ChunkStore:
                 return found
         if not self.exists():
             return None
-        table = self._db.open_table(self.table_name)
+        from localidx.store.compact import PIN_TRIES, hold_lease, take_lease
+
+        for _ in range(PIN_TRIES):
+            table = self._db.open_table(self.table_name)
+            lease = take_lease(self.db_dir, self.table_name, table.version)
+            if lease is not None:
+                break
+            latest = None  # the writer deleted that version meanwhile: the latest is newer
+        else:
+            lease = -1  # deleted under it every time (never seen): read the latest unprotected
         table.checkout(table.version)
+        hold_lease(table, lease)
+        if latest is None:
+            latest = latest_manifest(location)
         if latest is not None and latest[1] == table.version:
             table._localidx_version_key = latest  # noqa: SLF001 - an attribute of our own on LanceDB's object
             with _PINNED_LOCK:
+                # a superseded version is no longer kept here: its lease goes with the last query still on it
+                for key in [k for k in _PINNED if k[0] == latest[0]]:
+                    del _PINNED[key]
                 _PINNED[latest] = table
                 while len(_PINNED) > PINNED_KEPT:
                     _PINNED.pop(next(iter(_PINNED)))
@@ -236,7 +252,15 @@ class ChunkStore:
         dropped = [n for n in self._names() if mine.match(n) and n != self.table_name and n not in keep]
         for name in dropped:
             self._db.drop_table(name)
+            self._drop_leases(name)
         return dropped
+
+    def _drop_leases(self, name: str) -> None:
+        import shutil
+
+        from localidx.store.compact import lease_dir
+
+        shutil.rmtree(lease_dir(self.db_dir, name), ignore_errors=True)
 
     def drop_cache(self) -> None:
         """Forget every cached vector (the cache was found damaged): the file is moved aside, a new one started."""
@@ -259,6 +283,7 @@ class ChunkStore:
     def drop(self) -> None:
         if self.exists():
             self._db.drop_table(self.table_name)
+            self._drop_leases(self.table_name)
 
     # -- writes (the indexer only) ----------------------------------------------------------------------------
 
@@ -363,14 +388,13 @@ class ChunkStore:
     def version(self) -> int:
         return self.table().version if self.exists() else 0
 
-    def compact(self) -> None:
-        """Fold small commits together and drop versions older than ``VERSIONS_KEPT_S`` with their data files (only
-        the single writer calls this; a reader pins the latest version when it starts a query, so the grace period
-        covers it). Text removed from the work tree leaves the disk with the versions that held it."""
-        from datetime import timedelta
+    def compact(self, catalog=None, idle: bool = False) -> dict:
+        """Rewrite the fragments when they hold many deleted rows (always, without ``catalog``, where the last
+        rewrite is recorded), then delete the versions no reader is on (``localidx.store.compact``; only the single
+        writer calls this). Returns what was done."""
+        from localidx.store.compact import maintain
 
-        if self.exists():
-            self.table().optimize(cleanup_older_than=timedelta(seconds=VERSIONS_KEPT_S))
+        return maintain(self, catalog, idle=idle)
 
     def purge(self) -> None:
         """Fold the table into its latest version and delete every older version's files at once: no data file is
@@ -385,7 +409,7 @@ class ChunkStore:
                 self.table().optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
 
 
-PINNED_KEPT = 8  # pinned table versions a process keeps open (a few work trees, each its current and last version)
+PINNED_KEPT = 8  # pinned table versions a process keeps open (the latest of a few work trees' tables)
 _PINNED: dict[tuple, object] = {}
 _PINNED_LOCK = threading.Lock()
 
