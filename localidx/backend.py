@@ -175,9 +175,10 @@ class Backend:
 
         def here() -> dict:
             from localidx.retrieve.search import search_response
+            from localidx.status import explain_empty_search
 
-            return self._read(lambda index: search_response(index, query, k=k, mode=mode, language=language,
-                                                            path_glob=path_glob, kind=kind, files=files))
+            return self._read(lambda index: explain_empty_search(index, lambda: search_response(
+                index, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind, files=files)))
 
         return self._call("search/query", search_params(query, k=k, mode=mode, language=language, path_glob=path_glob,
                                                         kind=kind, files=files), here)
@@ -191,10 +192,10 @@ class Backend:
 
         def here() -> dict:
             from localidx.retrieve.context import build_for_repository
+            from localidx.status import explain_empty_pack
 
-            return self._read(lambda index: build_for_repository(index, query, settings=self.settings,
-                                                                 language=language, path_glob=path_glob, kind=kind,
-                                                                 **options))
+            return self._read(lambda index: explain_empty_pack(index, build_for_repository(
+                index, query, settings=self.settings, language=language, path_glob=path_glob, kind=kind, **options)))
 
         params = {"query": query, **{name: value for name, value in
                                      {**options, "lang": language, "path": path_glob, "kind": kind}.items()

@@ -328,9 +328,8 @@ def _print_status(root: Path, report: dict) -> None:
     for line in report.get("damage", []):
         remedy = "" if "localidx index" in line else " (run `localidx index`)"
         click.echo(f"  damaged: {_p(line)}{remedy}")
-    if report["state"] == "EMPTY" and run:
-        skipped = ", ".join(f"{v} {k}" for k, v in report.get("skipped_by_reason", {}).items())
-        click.echo(f"  0 files to index{f' ({skipped})' if skipped else ''}: nothing here for localidx to search")
+    if report["state"] == "EMPTY" and report.get("nothing_to_index"):
+        click.echo(f"  {report['nothing_to_index']}")
     elif report["state"] == "EMPTY":
         click.echo("  nothing indexed yet: run `localidx index`")
 

@@ -764,18 +764,24 @@ def test_a_request_for_a_path_outside_the_work_tree_is_a_usage_error(daemons):
             assert response["error"]["code"] == protocol.USAGE_ERROR and "outside" in response["error"]["message"]
 
 
-def test_an_empty_index_answers_index_not_ready(make_repo, daemons):
+def test_an_index_of_nothing_answers_that_there_was_nothing_to_index(make_repo, daemons):
     d = daemons
     d.root = make_repo({"logo.png": b"\x89PNG\r\n\x1a\n\x00\x00"}, name="empty")
     d.start()
     d.ready()
+    said = "0 files to index (1 binary): nothing here for localidx to search"
     with d.raw() as raw:
-        assert raw.ask("search/query", {"query": "anything"})["error"]["code"] == protocol.INDEX_NOT_READY
+        found = raw.ask("search/query", {"query": "anything"})["result"]
+        assert found["matches"] == [] and found["noResultsReason"] == "NOTHING_TO_INDEX" and said in found["warnings"]
+        pack = raw.ask("context/build", {"query": "anything"}, id_=2)["result"]  # what the MCP tools answer from
+        assert pack["noResults"] and pack["noResultsReason"] == "NOTHING_TO_INDEX" and said in pack["warnings"]
     through_daemon = d.cli("search", "anything")
+    status = d.cli("status")
     d.teardown()
-    in_process = d.cli("search", "anything")
-    assert through_daemon.returncode == in_process.returncode == 2
-    assert through_daemon.stderr == in_process.stderr
+    in_process = d.cli("search", "anything", "--no-daemon")
+    assert through_daemon.returncode == in_process.returncode == 1  # README: the command ran and nothing matched
+    assert through_daemon.stderr == in_process.stderr and said in in_process.stderr
+    assert status.returncode == 1 and said in status.stdout and "run `localidx index`" not in status.stdout
 
 
 # -- the routing table and error mapping, in-process ---------------------------------------------------------
