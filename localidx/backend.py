@@ -54,16 +54,15 @@ from pathlib import Path
 from typing import Any, Callable, Literal, get_args
 
 from localidx import lazylog
-from localidx.client import (Client, DaemonUnavailable, VersionMismatch, connect, connect_as_is, restart_reason,
-                             start_in_background, stop_daemon)
+from localidx.client import (Client, DaemonUnavailable, OtherSettings, VersionMismatch, connect, connect_as_is,
+                             restart_reason, start_in_background, stop_daemon)
 from localidx.config import Settings
-from localidx.errors import ConfigError, UsageError
+from localidx.errors import ConfigError, LocalidxError, UsageError
 
 log = lazylog.getLogger(__name__)
 
 DaemonUse = Literal["start", "auto", "running", "never", "fallback"]
 DAEMON_USES: tuple[str, ...] = get_args(DaemonUse)
-REBUILD_REFUSED = "a daemon owns this index: stop it (`localidx daemon stop`) to --rebuild"
 CI_ENV = "CI"  # set by CI services (GitHub Actions, GitLab, ...): "auto" starts no daemon there
 
 REQUEST_TIMEOUT_S = 300.0  # a daemon's answer: a cold one loads the model first; a hung one must not hang us forever
@@ -103,6 +102,7 @@ class Backend:
     via: str | None = field(default=None, init=False)  # "daemon" or "in-process": who did the last call's work
     started: bool = field(default=False, init=False)  # a call started the daemon in the background ("auto")
     _start_after: bool = field(default=False, init=False, repr=False)  # start one once this call's work is done
+    _other: OtherSettings | None = field(default=None, init=False, repr=False)  # the daemon left alone, and why
 
     def __post_init__(self) -> None:
         if self.daemon not in DAEMON_USES:
@@ -114,25 +114,13 @@ class Backend:
         (``RunStats.to_dict()``), or ``{queued, full}`` when a daemon took it and ``wait`` is false.
 
         A daemon holds the write lock, runs the update itself and always embeds (``embed``, ``wait_s`` apply
-        in-process only); ``rebuild`` while a daemon serves the work tree is a UsageError, whatever its settings:
-        it is not restarted first (a daemon restarted with this command's settings would only be refused, and its
-        first job would be a full pass). ``progress`` gets the indexer's events in-process, and ``("daemon",
-        pid=...)`` before a daemon is asked."""
+        in-process only); ``rebuild`` is asked of it too (its writer builds the index again beside the current one
+        and switches to it). ``progress`` gets the indexer's events in-process, and ``("daemon", pid=...)`` before a
+        daemon is asked."""
 
-        def refuse_or_announce(hello: dict) -> None:
-            if rebuild:
-                raise UsageError(REBUILD_REFUSED)
+        def announce(hello: dict) -> None:
             if progress is not None:
                 progress("daemon", pid=hello["pid"])
-
-        if rebuild and self.daemon != "never":
-            try:
-                with connect(self.root, self.in_git, self.settings, restart=False):
-                    raise UsageError(REBUILD_REFUSED)
-            except VersionMismatch:  # another version's or other settings' daemon: still this work tree's
-                raise UsageError(REBUILD_REFUSED) from None
-            except (DaemonUnavailable, ConfigError):  # none answers: the policy below decides
-                pass
 
         def here() -> dict:
             from localidx.indexer import run_index
@@ -145,17 +133,23 @@ class Backend:
                 raise self._daemon_holds(exc) from None
 
         params: dict[str, Any] = {"reason": reason, **({"wait": True} if wait else {}),
-                                  **({"paths": only} if only is not None else {})}
-        return self._call("index/reindex", params, here, as_long_as_it_takes=wait, before=refuse_or_announce)
+                                  **({"paths": only} if only is not None else {}), **({"rebuild": True} if rebuild else {})}
+        return self._call("index/reindex", params, here, as_long_as_it_takes=wait, before=announce)
 
     def _daemon_holds(self, exc):
         """The IndexBusy to show: when the holder is this work tree's daemon, say so and what to do instead."""
         from localidx.daemon import lifecycle
         from localidx.lock import IndexBusy
 
-        status = lifecycle.read_status(lifecycle.daemon_paths(self.root, self.in_git, self.settings).status)
-        if not exc.holder or status is None or status["pid"] != exc.holder:
+        paths = lifecycle.daemon_paths(self.root, self.in_git, self.settings)
+        status = lifecycle.read_status(paths.status)
+        daemon_pid = status["pid"] if status else lifecycle.starting_pid(paths)
+        if not exc.holder or daemon_pid != exc.holder:
             return exc
+        if self._other is not None:
+            return IndexBusy(f"this work tree's daemon (pid {exc.holder}) holds the index and runs with other "
+                             f"settings ({', '.join(self._other.names) or 'see its log'}): `localidx daemon restart` "
+                             "switches it to this command's, or run `localidx index` as it is", exc.holder)
         return IndexBusy(f"this work tree's daemon (pid {exc.holder}) holds the index: run `localidx index` without "
                          "--no-daemon and the daemon does the run, or `localidx daemon stop` first", exc.holder)
 
@@ -250,6 +244,8 @@ class Backend:
             try:
                 if self._indexed():
                     self.started = start_in_background(self.root, self.in_git, self.settings)
+            except LocalidxError as exc:  # a full disk, say: this call answered; the next says what it meets
+                log.info("not starting the daemon in the background: %s", exc)
             except Exception:  # noqa: BLE001 - this call's answer never depends on a daemon starting
                 log.exception("starting the daemon in the background failed")
         return result
@@ -266,26 +262,48 @@ class Backend:
         """A connection to the daemon this call goes to, or None: do the work here."""
         if self.daemon == "never":
             return None
-        if self.daemon == "start":
-            return connect(self.root, self.in_git, self.settings, start=True)
-        if self.daemon == "running":
-            try:
-                return connect(self.root, self.in_git, self.settings)
-            except (DaemonUnavailable, ConfigError):  # none runs, or its socket dir is unsafe to use
-                return None
-        if self.daemon == "auto":
-            return self._auto()
+        try:
+            if self.daemon == "start":
+                return connect(self.root, self.in_git, self.settings, start=True)
+            if self.daemon == "running":
+                return self._running()
+            if self.daemon == "auto":
+                return self._auto()
+        except OtherSettings as exc:  # the daemon others use is left as it is; this call is answered here
+            self._other = exc
+            print(f"localidx: answering in this process: {exc}", file=sys.stderr)
+            return None
         try:
             return connect_as_is(self.root, self.in_git, self.settings, timeout=FALLBACK_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - connect_as_is answers None for what it knows; anything else, too
             log.exception("reaching the daemon failed; working in this process")
             return None
 
+    def _running(self) -> Client | None:
+        """"running": the daemon when one runs, waited for while it is on its way up (it holds the write lock
+        then: an ``index`` done here would only find it busy); None when none runs or its socket dir is unsafe."""
+        from localidx.client import wait_for_a_start
+        from localidx.daemon.lifecycle import starting_pid
+
+        for attempt in range(2):
+            try:
+                return connect(self.root, self.in_git, self.settings)
+            except (DaemonUnavailable, ConfigError):
+                try:
+                    if attempt or starting_pid(self._paths()) is None:
+                        return None
+                    wait_for_a_start(self._paths())
+                except (LocalidxError, OSError):
+                    return None
+        return None
+
     def _auto(self) -> Client | None:
         """"auto": the running daemon, or None: the work is done here and a daemon started after it (see the module
         docstring)."""
         try:
             return connect(self.root, self.in_git, self.settings, restart=False)
+        except OtherSettings:
+            raise  # left running: _daemon says why this call is answered here
         except VersionMismatch as exc:
             # Another version or other settings: stopped now (quick), started again in the background.
             reason = restart_reason(exc, self.settings)

@@ -268,6 +268,8 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     embedding = f" at {stats['rate']} chunks/s" if stats["rate"] else ""
     click.echo(f"  {stats['duration_s']:.2f} s in all{overall} (writing {stats['write_s']:.2f} s, embedding "
                f"{stats['embed_s']:.2f} s{embedding})")
+    if stats.get("rebuilt"):
+        click.echo(f"  rebuilt: a new index replaced the old one (generation {stats['generation']})")
     if stats.get("repairs"):
         click.echo(f"  repaired: {'; '.join(stats['repairs'])}")
     problems = stats.get("failed_files") or []
@@ -316,6 +318,8 @@ def _print_status(root: Path, report: dict) -> None:
         click.echo(f"  changed since indexed: {len(report['changed_files'])} files, "
                    f"deleted: {len(report['deleted_files'])} (run `localidx index`)")
     run = report["last_run"]
+    if report.get("last_error"):
+        click.echo(f"  the daemon's last update failed: {_p(report['last_error'])}")
     if run:
         click.echo(f"  last run: {run['files_processed']} files chunked, {run['chunks_embedded']} embedded, "
                    f"{run['duration_s']} s")

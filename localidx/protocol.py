@@ -116,6 +116,7 @@ METHODS: dict[str, dict[str, Any]] = {
                 "paths": {"type": "array", "items": {"type": "string", "maxLength": 4096}, "maxItems": 100000},
                 "reason": {"type": "string", "maxLength": 64},
                 "wait": {"type": "boolean"},
+                "rebuild": {"type": "boolean"},  # build the whole index again beside the current one (`--rebuild`)
             },
             "additionalProperties": False,
         },

@@ -57,7 +57,7 @@ def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: 
         "skipped_by_reason": {}, "chunks": 0, "chunks_with_vectors": 0, "chunks_by_kind": {},
         "chunks_by_language": {}, "errors": [], "failed_files": [], "damage": [], "last_run": None,
         "changed_files": [], "deleted_files": [], "embedding_progress": 0.0, "chunks_pending": 0,
-        "pending_since": None, "nothing_to_index": None,
+        "pending_since": None, "nothing_to_index": None, "last_error": None,
     }
     paths = index_paths(root, in_git, settings.home)
     report["index"] = str(paths.state)
