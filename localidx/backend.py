@@ -131,6 +131,14 @@ class Backend:
                                  wait_s=wait_s, progress=progress).to_dict()
             except IndexBusy as exc:
                 raise self._daemon_holds(exc) from None
+            except Exception as exc:
+                from localidx.errors import disk_full
+                from localidx.store.paths import index_paths
+
+                full = disk_full(exc, index_paths(self.root, self.in_git, self.settings.home).state)
+                if full is None:
+                    raise
+                raise full from None
 
         params: dict[str, Any] = {"reason": reason, **({"wait": True} if wait else {}),
                                   **({"paths": only} if only is not None else {}), **({"rebuild": True} if rebuild else {})}

@@ -226,6 +226,10 @@ class Writer(threading.Thread):
                                        should_stop=self._should_stop)
         except BaseException as exc:
             log.exception("update of %s failed", what)
+            if isinstance(exc, Exception):  # a full disk is said as such (SQLite's words name no directory)
+                from localidx.errors import disk_full
+
+                exc = disk_full(exc, self.index_paths.state) or exc
             self.last_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
             failure = exc
             if not isinstance(exc, Exception):
