@@ -262,12 +262,15 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     click.echo(f"  chunks: {stats['chunks_written']} written, {stats['chunks_deleted']} deleted, "
                f"{stats['chunks_embedded']} embedded, {stats['chunks_reused']} vectors reused, "
                f"{stats['chunks_pending']} waiting for vectors")
-    # Each rate beside the time it divides: the run's chunks over the whole run, the embedding rate over embedding.
-    overall = (f", {stats['chunks_written'] / stats['duration_s']:.0f} chunks/s"
-               if stats["chunks_written"] and stats["duration_s"] else "")
-    embedding = f" at {stats['rate']} chunks/s" if stats["rate"] else ""
-    click.echo(f"  {stats['duration_s']:.2f} s in all{overall} (writing {stats['write_s']:.2f} s, embedding "
-               f"{stats['embed_s']:.2f} s{embedding})")
+    # Each figure says what it measures: chunking and writing (embedding inline included) and embedding alone are
+    # times of their own; the run's rate divides its written chunks by the whole run, the embedding rate by embedding.
+    rates = []
+    if stats["chunks_written"] and stats["duration_s"]:
+        rates.append(f"{stats['chunks_written'] / stats['duration_s']:.0f} chunks/s over the whole run")
+    if stats["rate"]:
+        rates.append(f"{stats['rate']:.0f} chunks/s while embedding")
+    click.echo(f"  {stats['duration_s']:.2f} s in all (chunking and writing {stats['write_s']:.2f} s, embedding "
+               f"{stats['embed_s']:.2f} s of it){': ' + ', '.join(rates) if rates else ''}")
     if stats.get("rebuilt"):
         click.echo(f"  rebuilt: a new index replaced the old one (generation {stats['generation']})")
     if stats.get("repairs"):
