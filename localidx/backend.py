@@ -38,6 +38,11 @@ Invariants:
                     restarted or checked against these settings); anything short of an answer means in-process (the
                     git hooks: a change must never be lost, and a hook never waits on a sick daemon).
 
+- "Settings differ" above means a settings file changed since the daemon started (the edit is everyone's). A
+  daemon whose settings differ only by this caller's own (its ``LOCALIDX_*`` environment: ``client.OtherSettings``)
+  is used by others as it is: under "start", "auto" and "running" the call is then done in-process, with one line
+  on stderr saying why and that ``localidx daemon restart`` switches it; an ``index`` that finds it holding the
+  write lock says the same. ``"running"`` waits for a daemon on its way up (it holds the write lock already).
 - ``via`` says who did the last call's work: ``"daemon"`` or ``"in-process"``; ``started`` whether a call started a
   daemon in the background (the CLI says so on stderr).
 - Light to import: the in-process library (lancedb, the model, tree-sitter) is imported inside the methods that run
@@ -104,6 +109,11 @@ class Backend:
     _start_after: bool = field(default=False, init=False, repr=False)  # start one once this call's work is done
     _other: OtherSettings | None = field(default=None, init=False, repr=False)  # the daemon left alone, and why
 
+    @property
+    def other_settings(self) -> str | None:
+        """Why the last call was done in-process beside a daemon of other settings (``OtherSettings``), or None."""
+        return None if self._other is None else str(self._other)
+
     def __post_init__(self) -> None:
         if self.daemon not in DAEMON_USES:
             raise ValueError(f"daemon must be one of {', '.join(DAEMON_USES)}, not {self.daemon!r}")
@@ -141,7 +151,8 @@ class Backend:
                 raise full from None
 
         params: dict[str, Any] = {"reason": reason, **({"wait": True} if wait else {}),
-                                  **({"paths": only} if only is not None else {}), **({"rebuild": True} if rebuild else {})}
+                                  **({"paths": only} if only is not None else {}),
+                                  **({"rebuild": True} if rebuild else {})}
         return self._call("index/reindex", params, here, as_long_as_it_takes=wait, before=announce)
 
     def _daemon_holds(self, exc):
