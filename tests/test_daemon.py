@@ -304,6 +304,19 @@ def test_a_search_with_no_daemon_answers_and_starts_one_for_the_next(daemons):
     assert status.returncode == 0 and status.stderr == "" and handled(d, "index/status") == 1
 
 
+def test_an_index_right_after_a_search_started_the_daemon_goes_through_it(daemons):
+    """A search starts the daemon in the background; an `index` run at once finds it on its way up, holding the
+    write lock: it waits for it and has it do the run, where it said "another indexer is running (pid N)"."""
+    d = daemons
+    assert d.cli("index", "--quiet").returncode == 0
+    (d.root / "billing.py").write_text("def charge_invoice(invoice):\n    return invoice.total\n")
+    first = d.cli("search", "verify", "token", env=AUTO)
+    assert "started this work tree's daemon in the background" in first.stderr, first.stderr
+    again = d.cli("index", env=AUTO)
+    assert again.returncode == 0 and "another indexer" not in again.stderr, again.stderr
+    assert "indexing through the daemon" in again.stderr, again.stderr
+
+
 def test_a_daemon_being_started_counts_as_running_and_only_its_starter_says_so(daemons):
     """Three searches at once start one daemon and only one of them says so; a stop right after a search that
     started one waits for it and stops it (it said 'no daemon running' while the daemon was still on its way up),
