@@ -38,6 +38,11 @@ Invariants:
                     restarted or checked against these settings); anything short of an answer means in-process (the
                     git hooks: a change must never be lost, and a hook never waits on a sick daemon).
 
+- "Settings differ" above means a settings file changed since the daemon started (the edit is everyone's). A
+  daemon whose settings differ only by this caller's own (its ``LOCALIDX_*`` environment: ``client.OtherSettings``)
+  is used by others as it is: under "start", "auto" and "running" the call is then done in-process, with one line
+  on stderr saying why and that ``localidx daemon restart`` switches it; an ``index`` that finds it holding the
+  write lock says the same. ``"running"`` waits for a daemon on its way up (it holds the write lock already).
 - ``via`` says who did the last call's work: ``"daemon"`` or ``"in-process"``; ``started`` whether a call started a
   daemon in the background (the CLI says so on stderr).
 - Light to import: the in-process library (lancedb, the model, tree-sitter) is imported inside the methods that run
@@ -54,16 +59,15 @@ from pathlib import Path
 from typing import Any, Callable, Literal, get_args
 
 from localidx import lazylog
-from localidx.client import (Client, DaemonUnavailable, VersionMismatch, connect, connect_as_is, restart_reason,
-                             start_in_background, stop_daemon)
+from localidx.client import (Client, DaemonUnavailable, OtherSettings, VersionMismatch, connect, connect_as_is,
+                             restart_reason, start_in_background, stop_daemon)
 from localidx.config import Settings
-from localidx.errors import ConfigError, UsageError
+from localidx.errors import ConfigError, LocalidxError, UsageError
 
 log = lazylog.getLogger(__name__)
 
 DaemonUse = Literal["start", "auto", "running", "never", "fallback"]
 DAEMON_USES: tuple[str, ...] = get_args(DaemonUse)
-REBUILD_REFUSED = "a daemon owns this index: stop it (`localidx daemon stop`) to --rebuild"
 CI_ENV = "CI"  # set by CI services (GitHub Actions, GitLab, ...): "auto" starts no daemon there
 
 REQUEST_TIMEOUT_S = 300.0  # a daemon's answer: a cold one loads the model first; a hung one must not hang us forever
@@ -103,6 +107,12 @@ class Backend:
     via: str | None = field(default=None, init=False)  # "daemon" or "in-process": who did the last call's work
     started: bool = field(default=False, init=False)  # a call started the daemon in the background ("auto")
     _start_after: bool = field(default=False, init=False, repr=False)  # start one once this call's work is done
+    _other: OtherSettings | None = field(default=None, init=False, repr=False)  # the daemon left alone, and why
+
+    @property
+    def other_settings(self) -> str | None:
+        """Why the last call was done in-process beside a daemon of other settings (``OtherSettings``), or None."""
+        return None if self._other is None else str(self._other)
 
     def __post_init__(self) -> None:
         if self.daemon not in DAEMON_USES:
@@ -114,25 +124,13 @@ class Backend:
         (``RunStats.to_dict()``), or ``{queued, full}`` when a daemon took it and ``wait`` is false.
 
         A daemon holds the write lock, runs the update itself and always embeds (``embed``, ``wait_s`` apply
-        in-process only); ``rebuild`` while a daemon serves the work tree is a UsageError, whatever its settings:
-        it is not restarted first (a daemon restarted with this command's settings would only be refused, and its
-        first job would be a full pass). ``progress`` gets the indexer's events in-process, and ``("daemon",
-        pid=...)`` before a daemon is asked."""
+        in-process only); ``rebuild`` is asked of it too (its writer builds the index again beside the current one
+        and switches to it). ``progress`` gets the indexer's events in-process, and ``("daemon", pid=...)`` before a
+        daemon is asked."""
 
-        def refuse_or_announce(hello: dict) -> None:
-            if rebuild:
-                raise UsageError(REBUILD_REFUSED)
+        def announce(hello: dict) -> None:
             if progress is not None:
                 progress("daemon", pid=hello["pid"])
-
-        if rebuild and self.daemon != "never":
-            try:
-                with connect(self.root, self.in_git, self.settings, restart=False):
-                    raise UsageError(REBUILD_REFUSED)
-            except VersionMismatch:  # another version's or other settings' daemon: still this work tree's
-                raise UsageError(REBUILD_REFUSED) from None
-            except (DaemonUnavailable, ConfigError):  # none answers: the policy below decides
-                pass
 
         def here() -> dict:
             from localidx.indexer import run_index
@@ -143,19 +141,34 @@ class Backend:
                                  wait_s=wait_s, progress=progress).to_dict()
             except IndexBusy as exc:
                 raise self._daemon_holds(exc) from None
+            except Exception as exc:
+                from localidx.errors import disk_full
+                from localidx.store.paths import index_paths
+
+                full = disk_full(exc, index_paths(self.root, self.in_git, self.settings.home).state)
+                if full is None:
+                    raise
+                raise full from None
 
         params: dict[str, Any] = {"reason": reason, **({"wait": True} if wait else {}),
-                                  **({"paths": only} if only is not None else {})}
-        return self._call("index/reindex", params, here, as_long_as_it_takes=wait, before=refuse_or_announce)
+                                  **({"paths": only} if only is not None else {}),
+                                  **({"rebuild": True} if rebuild else {})}
+        return self._call("index/reindex", params, here, as_long_as_it_takes=wait, before=announce)
 
     def _daemon_holds(self, exc):
         """The IndexBusy to show: when the holder is this work tree's daemon, say so and what to do instead."""
         from localidx.daemon import lifecycle
         from localidx.lock import IndexBusy
 
-        status = lifecycle.read_status(lifecycle.daemon_paths(self.root, self.in_git, self.settings).status)
-        if not exc.holder or status is None or status["pid"] != exc.holder:
+        paths = lifecycle.daemon_paths(self.root, self.in_git, self.settings)
+        status = lifecycle.read_status(paths.status)
+        daemon_pid = status["pid"] if status else lifecycle.starting_pid(paths)
+        if not exc.holder or daemon_pid != exc.holder:
             return exc
+        if self._other is not None:
+            return IndexBusy(f"this work tree's daemon (pid {exc.holder}) holds the index and runs with other "
+                             f"settings ({', '.join(self._other.names) or 'see its log'}): `localidx daemon restart` "
+                             "switches it to this command's, or run `localidx index` as it is", exc.holder)
         return IndexBusy(f"this work tree's daemon (pid {exc.holder}) holds the index: run `localidx index` without "
                          "--no-daemon and the daemon does the run, or `localidx daemon stop` first", exc.holder)
 
@@ -175,9 +188,10 @@ class Backend:
 
         def here() -> dict:
             from localidx.retrieve.search import search_response
+            from localidx.status import explain_empty_search
 
-            return self._read(lambda index: search_response(index, query, k=k, mode=mode, language=language,
-                                                            path_glob=path_glob, kind=kind, files=files))
+            return self._read(lambda index: explain_empty_search(index, lambda: search_response(
+                index, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind, files=files)))
 
         return self._call("search/query", search_params(query, k=k, mode=mode, language=language, path_glob=path_glob,
                                                         kind=kind, files=files), here)
@@ -191,10 +205,10 @@ class Backend:
 
         def here() -> dict:
             from localidx.retrieve.context import build_for_repository
+            from localidx.status import explain_empty_pack
 
-            return self._read(lambda index: build_for_repository(index, query, settings=self.settings,
-                                                                 language=language, path_glob=path_glob, kind=kind,
-                                                                 **options))
+            return self._read(lambda index: explain_empty_pack(index, build_for_repository(
+                index, query, settings=self.settings, language=language, path_glob=path_glob, kind=kind, **options)))
 
         params = {"query": query, **{name: value for name, value in
                                      {**options, "lang": language, "path": path_glob, "kind": kind}.items()
@@ -249,6 +263,8 @@ class Backend:
             try:
                 if self._indexed():
                     self.started = start_in_background(self.root, self.in_git, self.settings)
+            except LocalidxError as exc:  # a full disk, say: this call answered; the next says what it meets
+                log.info("not starting the daemon in the background: %s", exc)
             except Exception:  # noqa: BLE001 - this call's answer never depends on a daemon starting
                 log.exception("starting the daemon in the background failed")
         return result
@@ -265,26 +281,48 @@ class Backend:
         """A connection to the daemon this call goes to, or None: do the work here."""
         if self.daemon == "never":
             return None
-        if self.daemon == "start":
-            return connect(self.root, self.in_git, self.settings, start=True)
-        if self.daemon == "running":
-            try:
-                return connect(self.root, self.in_git, self.settings)
-            except (DaemonUnavailable, ConfigError):  # none runs, or its socket dir is unsafe to use
-                return None
-        if self.daemon == "auto":
-            return self._auto()
+        try:
+            if self.daemon == "start":
+                return connect(self.root, self.in_git, self.settings, start=True)
+            if self.daemon == "running":
+                return self._running()
+            if self.daemon == "auto":
+                return self._auto()
+        except OtherSettings as exc:  # the daemon others use is left as it is; this call is answered here
+            self._other = exc
+            print(f"localidx: answering in this process: {exc}", file=sys.stderr)
+            return None
         try:
             return connect_as_is(self.root, self.in_git, self.settings, timeout=FALLBACK_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - connect_as_is answers None for what it knows; anything else, too
             log.exception("reaching the daemon failed; working in this process")
             return None
 
+    def _running(self) -> Client | None:
+        """"running": the daemon when one runs, waited for while it is on its way up (it holds the write lock
+        then: an ``index`` done here would only find it busy); None when none runs or its socket dir is unsafe."""
+        from localidx.client import wait_for_a_start
+        from localidx.daemon.lifecycle import starting_pid
+
+        for attempt in range(2):
+            try:
+                return connect(self.root, self.in_git, self.settings)
+            except (DaemonUnavailable, ConfigError):
+                try:
+                    if attempt or starting_pid(self._paths()) is None:
+                        return None
+                    wait_for_a_start(self._paths())
+                except (LocalidxError, OSError):
+                    return None
+        return None
+
     def _auto(self) -> Client | None:
         """"auto": the running daemon, or None: the work is done here and a daemon started after it (see the module
         docstring)."""
         try:
             return connect(self.root, self.in_git, self.settings, restart=False)
+        except OtherSettings:
+            raise  # left running: _daemon says why this call is answered here
         except VersionMismatch as exc:
             # Another version or other settings: stopped now (quick), started again in the background.
             reason = restart_reason(exc, self.settings)

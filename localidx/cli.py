@@ -262,12 +262,17 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
     click.echo(f"  chunks: {stats['chunks_written']} written, {stats['chunks_deleted']} deleted, "
                f"{stats['chunks_embedded']} embedded, {stats['chunks_reused']} vectors reused, "
                f"{stats['chunks_pending']} waiting for vectors")
-    # Each rate beside the time it divides: the run's chunks over the whole run, the embedding rate over embedding.
-    overall = (f", {stats['chunks_written'] / stats['duration_s']:.0f} chunks/s"
-               if stats["chunks_written"] and stats["duration_s"] else "")
-    embedding = f" at {stats['rate']} chunks/s" if stats["rate"] else ""
-    click.echo(f"  {stats['duration_s']:.2f} s in all{overall} (writing {stats['write_s']:.2f} s, embedding "
-               f"{stats['embed_s']:.2f} s{embedding})")
+    # Each figure says what it measures: chunking and writing (embedding inline included) and embedding alone are
+    # times of their own; the run's rate divides its written chunks by the whole run, the embedding rate by embedding.
+    rates = []
+    if stats["chunks_written"] and stats["duration_s"]:
+        rates.append(f"{stats['chunks_written'] / stats['duration_s']:.0f} chunks/s over the whole run")
+    if stats["rate"]:
+        rates.append(f"{stats['rate']:.0f} chunks/s while embedding")
+    click.echo(f"  {stats['duration_s']:.2f} s in all (chunking and writing {stats['write_s']:.2f} s, embedding "
+               f"{stats['embed_s']:.2f} s of it){': ' + ', '.join(rates) if rates else ''}")
+    if stats.get("rebuilt"):
+        click.echo(f"  rebuilt: a new index replaced the old one (generation {stats['generation']})")
     if stats.get("repairs"):
         click.echo(f"  repaired: {'; '.join(stats['repairs'])}")
     problems = stats.get("failed_files") or []
@@ -316,6 +321,8 @@ def _print_status(root: Path, report: dict) -> None:
         click.echo(f"  changed since indexed: {len(report['changed_files'])} files, "
                    f"deleted: {len(report['deleted_files'])} (run `localidx index`)")
     run = report["last_run"]
+    if report.get("last_error"):
+        click.echo(f"  the daemon's last update failed: {_p(report['last_error'])}")
     if run:
         click.echo(f"  last run: {run['files_processed']} files chunked, {run['chunks_embedded']} embedded, "
                    f"{run['duration_s']} s")
@@ -328,9 +335,8 @@ def _print_status(root: Path, report: dict) -> None:
     for line in report.get("damage", []):
         remedy = "" if "localidx index" in line else " (run `localidx index`)"
         click.echo(f"  damaged: {_p(line)}{remedy}")
-    if report["state"] == "EMPTY" and run:
-        skipped = ", ".join(f"{v} {k}" for k, v in report.get("skipped_by_reason", {}).items())
-        click.echo(f"  0 files to index{f' ({skipped})' if skipped else ''}: nothing here for localidx to search")
+    if report["state"] == "EMPTY" and report.get("nothing_to_index"):
+        click.echo(f"  {report['nothing_to_index']}")
     elif report["state"] == "EMPTY":
         click.echo("  nothing indexed yet: run `localidx index`")
 

@@ -74,6 +74,18 @@ class VersionMismatch(DaemonError):
     """The daemon runs another protocol or package version: restart it."""
 
 
+class OtherSettings(VersionMismatch):
+    """The daemon runs with other settings than this client's, and no settings file changed since it started: the
+    difference is this client's own (its ``LOCALIDX_*`` environment, another user config), so the daemon, which others
+    use as it is, is left alone; the caller answers in its own process (``localidx daemon restart`` switches the
+    daemon to this client's settings). ``names``: the settings that differ."""
+
+    def __init__(self, message: str, names: list[str], pid: int | None):
+        super().__init__(message, protocol.VERSION_MISMATCH)
+        self.names = names
+        self.pid = pid
+
+
 def _error_from_response(error: dict) -> LocalidxError:
     code = error.get("code")
     message = str(error.get("message", "error"))
@@ -299,8 +311,9 @@ def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, t
             restart: bool = True) -> Client:
     """A connection to the daemon of the work tree at ``root``, after the hello handshake.
 
-    A daemon of another version, or one started with other settings (an edited ``.localidx.toml``, another
-    ``LOCALIDX_*`` variable), is restarted once (without ``restart``: ``VersionMismatch`` is raised). With
+    A daemon of another version, or one started before a settings file it reads was edited (``.localidx.toml``,
+    ``[tool.localidx]``, the user's config), is restarted once (without ``restart``: ``VersionMismatch`` is raised);
+    one whose settings differ only by this client's own (its environment) is left running: ``OtherSettings``. With
     ``start``, a missing daemon is started (and waited for). Raises DaemonUnavailable when none runs and ``start``
     is False, or when starting fails."""
     paths = lifecycle.daemon_paths(root, in_git, settings)
@@ -309,6 +322,9 @@ def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, t
         try:
             return _handshake(paths, timeout, settings=settings)
         except VersionMismatch as exc:
+            other = _own_settings(exc, paths, root, settings)
+            if other is not None:
+                raise other from None
             if restarted or not restart:
                 raise
             reason = restart_reason(exc, settings)
@@ -325,6 +341,44 @@ def connect(root: Path, in_git: bool, settings: Settings, start: bool = False, t
             lifecycle.clean_stale(paths)
             _spawn_and_wait(paths, settings=settings)
             started = True
+
+
+def _own_settings(exc: VersionMismatch, paths: lifecycle.DaemonPaths, root: Path,
+                  settings: Settings) -> OtherSettings | None:
+    """``OtherSettings`` when ``exc`` is a settings mismatch and no settings file changed since the daemon started
+    (so the difference is this client's own), else None (another version, or an edit everyone's commands should
+    see: the daemon is restarted)."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    if "settings" not in data:
+        return None
+    status = lifecycle.read_status(paths.status) or {}
+    started = status.get("started_at")
+    if not isinstance(started, (int, float)) or _settings_edited_since(root, started):
+        return None
+    from localidx.config import differing_settings, setting_digests
+
+    names = differing_settings(setting_digests(settings), data["settings"])
+    said = f" ({', '.join(names)})" if names else ""
+    return OtherSettings(f"this work tree's daemon runs with other settings than this command's{said}; `localidx "
+                         "daemon restart` switches it to them", names, status.get("pid"))
+
+
+def _settings_edited_since(root: Path, started: float) -> bool:
+    """Whether a settings file read for ``root`` (the user's config, the repository's ``.localidx.toml`` or
+    ``pyproject.toml``) was written after ``started`` (a time.time())."""
+    from localidx.config import repository_files, user_file
+
+    try:
+        files = [f for f in [user_file(), *repository_files(root)] if f is not None]
+    except LocalidxError:
+        return True  # a file that cannot be read now: it changed, and the daemon is restarted to say so
+    for file in files:
+        try:
+            if Path(file.source.removesuffix(" [tool.localidx]")).stat().st_mtime > started:
+                return True
+        except OSError:
+            return True
+    return False
 
 
 def restart_reason(exc: VersionMismatch, settings: Settings) -> str:
@@ -406,7 +460,7 @@ def stop_daemon(paths: lifecycle.DaemonPaths, timeout: float = STOP_TIMEOUT_S) -
     Returns the pid stopped, or None when none ran. Raises DaemonUnavailable when it is still alive after
     ``timeout`` seconds."""
     lifecycle.check_socket_dir(paths.socket, create=False)  # as every connect does: never a socket of another user
-    _wait_for_a_start(paths)
+    wait_for_a_start(paths)
     status = lifecycle.read_status(paths.status)
     pid = status["pid"] if status else None
     try:
@@ -479,7 +533,7 @@ def _make_room(paths: lifecycle.DaemonPaths, settings: Settings) -> None:
         extra -= 1
 
 
-def _wait_for_a_start(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S) -> None:
+def wait_for_a_start(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S) -> None:
     """A daemon on its way up counts as running: wait until it listens (or its start fails) before acting on it."""
     if lifecycle.starting_pid(paths) is None:
         return
@@ -521,7 +575,17 @@ _children: list = []
 
 def _spawn_and_wait(paths: lifecycle.DaemonPaths, timeout: float = START_TIMEOUT_S,
                     settings: Settings | None = None) -> None:
-    """Start ``localidx daemon run`` detached and wait until a daemon answers hello (it or one started alongside)."""
+    """Start ``localidx daemon run`` detached and wait until a daemon answers hello (it or one started alongside).
+    A full disk under the work tree's state dir (where the start is claimed and the daemon logs) is ``DiskFull``."""
+    try:
+        _spawn_and_wait_or_fail(paths, timeout, settings)
+    except OSError as exc:
+        from localidx.errors import disk_full
+
+        raise (disk_full(exc, paths.worktree) or exc) from None
+
+
+def _spawn_and_wait_or_fail(paths: lifecycle.DaemonPaths, timeout: float, settings: Settings | None) -> None:
     _children[:] = [p for p in _children if p.poll() is None]  # reap daemons of this process that have ended
     if lifecycle.claim_start(paths):
         if settings is not None:

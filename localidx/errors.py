@@ -45,25 +45,34 @@ class DiskFull(LocalidxError):
 
 
 _FULL_SIGNS = ("no space left on device", "os error 28", "database or disk is full")
+# SQLite says only "disk I/O error" when it cannot grow a WAL index (the -shm file) on a full disk, even to read: taken
+# as a full disk when the disk under ``where`` has less than this free, else it is what it says.
+_IO_SIGN = "disk i/o error"
+NEARLY_FULL_BYTES = 1 << 20
 
 
 def disk_full(exc: BaseException, where=None) -> DiskFull | None:
-    """The ``DiskFull`` that ``exc`` means (ENOSPC, or LanceDB's or SQLite's words for it), else None. ``where``:
-    the directory to name, when the exception does not name a file."""
+    """The ``DiskFull`` that ``exc`` means (ENOSPC, LanceDB's or SQLite's words for it, or SQLite's "disk I/O error"
+    on a disk with under ``NEARLY_FULL_BYTES`` free at ``where``), else None. ``where``: the directory to name (the
+    index's state dir, the home), else the file the exception names, else the current directory."""
     import errno
     import os
     import shutil
 
     text = str(exc).lower()
-    if not (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) and not any(sign in text for sign in _FULL_SIGNS):
-        return None
-    place = where or getattr(exc, "filename", None) or "."
+    full = (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or any(sign in text for sign in _FULL_SIGNS)
+    place = str(where or getattr(exc, "filename", None) or ".")
     place = os.path.dirname(place) if os.path.isfile(place) else place
+    while place and not os.path.exists(place) and os.path.dirname(place) != place:
+        place = os.path.dirname(place)  # the nearest directory that exists: its disk is the one that is full
     try:
-        free = f"{shutil.disk_usage(place).free / 1e6:.1f} MB free"
+        free: int | None = shutil.disk_usage(place).free
     except OSError:
-        free = "free space unknown"
-    return DiskFull(f"no space left on device at {place} ({free}): free some space and run it again; the index "
+        free = None
+    if not full and not (_IO_SIGN in text and where is not None and free is not None and free < NEARLY_FULL_BYTES):
+        return None
+    said = f"free {free / 1e6:.1f} MB" if free is not None else "free space unknown"
+    return DiskFull(f"no space left on device at {place} ({said}): free some space and run it again; the index "
                     "was not damaged")
 
 

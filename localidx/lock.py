@@ -46,8 +46,15 @@ class WriteLock:
                     raise IndexBusy(f"another indexer is running (pid {holder}); wait for it, or pass --wait",
                                     int(holder) if holder.isdigit() else 0) from None
                 time.sleep(0.1)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError as exc:  # a full disk: the lock is not taken, and the error names the index's directory
+            from localidx.errors import disk_full
+
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise (disk_full(exc, self.path.parent) or exc) from None
         self._fd = fd
         return self
 

@@ -18,7 +18,9 @@ Invariants:
 - The per-repository tools go through the daemon (``localidx.backend``'s "start" policy: started on first use,
   restarted once after an edit of the settings), so this process does not import lancedb or fastembed for them;
   only ``rag_search_global`` loads the pipeline. When the daemon cannot be started (its socket directory is refused,
-  it fails at start), the tool is answered in this process instead, with a warning that says why and what to do.
+  it fails at start), or it runs with settings other than this server's environment gives (``client.OtherSettings``:
+  it is left running for its other users), the tool is answered in this process instead, with a warning that says
+  why and what to do.
 - Settings an untrusted repository file sets and localidx does not take (``localidx.config.trust_warning``) are
   said in every answer's ``warnings``: the agent's user learns it, and how to trust the file.
 - Tool inputs are pydantic-validated and closed (unknown arguments are refused). They name a profile, never raw
@@ -127,7 +129,10 @@ class Repository:
             settings = load_settings(self.root, ignored=ignored)
             notes += [w for w in [trust_warning(ignored, self.root)] if w]
             try:
-                answer = operation(Backend(self.root, self.in_git, settings, daemon="start"))
+                backend = Backend(self.root, self.in_git, settings, daemon="start")
+                answer = operation(backend)
+                if backend.other_settings:  # answered here: the daemon others use runs with other settings
+                    notes.append(f"answered without the daemon: {backend.other_settings}")
             except (DaemonUnavailable, ConfigError) as exc:
                 if isinstance(exc, DaemonTimeout) or (isinstance(exc, ConfigError) and "socket" not in str(exc)):
                     raise

@@ -116,6 +116,7 @@ METHODS: dict[str, dict[str, Any]] = {
                 "paths": {"type": "array", "items": {"type": "string", "maxLength": 4096}, "maxItems": 100000},
                 "reason": {"type": "string", "maxLength": 64},
                 "wait": {"type": "boolean"},
+                "rebuild": {"type": "boolean"},  # build the whole index again beside the current one (`--rebuild`)
             },
             "additionalProperties": False,
         },
@@ -137,7 +138,8 @@ METHODS: dict[str, dict[str, Any]] = {
         },
         "result": "{matches: [{path, start_line, end_line, symbol, kind, language, score, vector_score, bm25_score, "
                   "stale, text, ...}], warnings: [text], files (when asked): [{path, score, matches, start_line, "
-                  "end_line, symbol}]}",
+                  "end_line, symbol}], updatePending?, noResultsReason? (NOTHING_TO_INDEX: indexed, and nothing "
+                  "was there to index; its warning gives the counts)}",
     },
     "context/build": {
         "summary": "The retrieval pipeline's context pack, as `localidx context --json` (docs/protocol.md lists the "

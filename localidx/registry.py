@@ -28,6 +28,9 @@ Invariants:
   directory (``root_id``: device, inode and owner, recorded at registration), not one re-created at the same path,
   by someone else perhaps, after the first was deleted (``Entry.refused``). A re-created work tree is a new
   repository: the next ``localidx index`` there registers it again, not shared.
+- A repository answers once: a work tree reached through a symlink is registered under its resolved root, and of
+  several shared work trees at the same commit (clones, worktrees: ``repository_identity``) cross-repository search
+  reads the one indexed last and says which it skipped.
 """
 
 from __future__ import annotations
@@ -362,13 +365,24 @@ def open_all(settings_loader: Callable | None = None, embedder=None) -> tuple[li
     if embedder is not None:
         embedders[embedder.model_id] = embedder
     opened: list[tuple[str, object]] = []
-    for entry in found:
+    answering: dict[str, str] = {}  # repository identity -> the name of the entry that answers for it
+    # The latest indexed of several clones answers for them (its index is the freshest); the order of the answer's
+    # sources is the registry's own (by name) all the same.
+    chosen = sorted(found, key=lambda e: -e.last_indexed_at)
+    for entry in chosen:
         if not entry.shared:
             continue
         why = entry.refused()
         if why is not None:
             warnings.append(f"skipped {entry.name}: {why}")
             continue
+        identity = repository_identity(Path(entry.root))
+        if identity is not None and identity in answering:
+            warnings.append(f"skipped {entry.name}: the same repository at the same commit as "
+                            f"{answering[identity]} ({identity[:12]}), which answers for both")
+            continue
+        if identity is not None:
+            answering[identity] = entry.name
         try:
             settings = settings_loader(Path(entry.root))
             shared = embedders.get(entry.model) or embedders.get(f"name:{settings.embed_model}")
@@ -381,4 +395,29 @@ def open_all(settings_loader: Callable | None = None, embedder=None) -> tuple[li
             opened.append((entry.name, open_index_at(entry.index_paths(), settings, read_only=True, embedder=shared)))
         except Exception as exc:  # one broken repository must not take the others down
             warnings.append(f"skipped {entry.name} ({entry.root}): {type(exc).__name__}: {exc}")
-    return opened, warnings
+    order = {e.name: n for n, e in enumerate(found)}
+    return sorted(opened, key=lambda item: order[item[0]]), warnings
+
+
+def repository_identity(root: Path) -> str | None:
+    """What makes two registered work trees one repository for cross-repository search: the commit checked out
+    (HEAD's id), or None outside git or before a first commit (never merged with another).
+
+    Why HEAD and not the git common dir or the first root commit: a commit id hashes its whole history, so two
+    clones, or two worktrees of one clone, at the same HEAD hold the same repository at the same commit, and
+    answering from both only repeats every match; the root commit adds nothing to that, and it names the clone's
+    project rather than its content (a fork or another branch, whose files differ, would be merged with it), and the
+    common dir would merge worktrees on different branches. Uncommitted edits are not compared: the entry indexed
+    last answers for the others. One path (a symlink, ``..``) is one entry already: ``register`` keys entries by
+    the resolved root."""
+    from localidx.gitrepo import open_repo
+
+    repo = open_repo(root)
+    if repo is None:
+        return None
+    try:
+        return None if repo.head_is_unborn else str(repo.head.target)
+    except Exception:  # noqa: BLE001 - a HEAD pygit2 cannot read: not merged with anything
+        return None
+    finally:
+        repo.free()

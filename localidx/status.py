@@ -57,7 +57,7 @@ def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: 
         "skipped_by_reason": {}, "chunks": 0, "chunks_with_vectors": 0, "chunks_by_kind": {},
         "chunks_by_language": {}, "errors": [], "failed_files": [], "damage": [], "last_run": None,
         "changed_files": [], "deleted_files": [], "embedding_progress": 0.0, "chunks_pending": 0,
-        "pending_since": None,
+        "pending_since": None, "nothing_to_index": None, "last_error": None,
     }
     paths = index_paths(root, in_git, settings.home)
     report["index"] = str(paths.state)
@@ -75,6 +75,7 @@ def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: 
         report["files"] = sum(1 for r in records.values() if not r.skipped)
         skipped = Counter(r.skipped for r in records.values() if r.skipped)
         report["last_run"] = index.catalog.last_run()
+        report["nothing_to_index"] = nothing_to_index(index.catalog)
         report["failed_files"] = index.catalog.problems()
         damage = [] if writing else diagnose(index)
         report["damage"] = [d.line() for d in damage]
@@ -118,3 +119,57 @@ def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: 
         return report
     finally:
         index.close()
+
+
+NOTHING_TO_INDEX = "NOTHING_TO_INDEX"  # an answer's noResultsReason: indexed, and nothing was there to index
+
+
+def nothing_to_index(catalog) -> str | None:
+    """The one line that says an index of nothing was made (an empty repository, one of binary files only), with
+    the counts of the last run's skips: ``"0 files to index (2 binary, 1 secret-file): nothing here for localidx to
+    search"``; None when the catalog lists a file with rows or no run has finished yet (not indexed: "run
+    localidx index" is then the advice). Two cheap reads of the catalog: asked only when an answer is empty."""
+    if catalog.count() > 0:
+        return None
+    run = catalog.last_run()
+    if run is None:
+        return None
+    counts = sorted((run.get("skipped_by_reason") or {}).items(), key=lambda item: (-item[1], item[0]))
+    skipped = ", ".join(f"{count} {reason}" for reason, count in counts)
+    return f"0 files to index{f' ({skipped})' if skipped else ''}: nothing here for localidx to search"
+
+
+def explain_empty_search(index, search) -> dict:
+    """``search()`` (a ``search/query`` response), or, when the index is one of nothing, the empty answer that says
+    so: no matches, the ``nothing_to_index`` line as its warning and ``noResultsReason: NOTHING_TO_INDEX``, where
+    a search of an index without a table would say "not indexed yet" (``IndexNotReady``) and one with an empty
+    table a bare "no matches". The daemon's handler and the in-process path both answer through this."""
+    from localidx.errors import IndexNotReady
+
+    try:
+        response = search()
+    except IndexNotReady:
+        note = nothing_to_index(index.catalog)
+        if note is None:
+            raise
+        return {"matches": [], "warnings": [note], "noResultsReason": NOTHING_TO_INDEX}
+    if not response.get("matches"):
+        note = nothing_to_index(index.catalog)
+        if note is not None:
+            response = {**response, "warnings": [*response.get("warnings", []), note],
+                        "noResultsReason": NOTHING_TO_INDEX}
+    return response
+
+
+def explain_empty_pack(index, pack: dict) -> dict:
+    """A context pack (``context/build``) of an index of nothing says so, as ``explain_empty_search`` does: the
+    ``nothing_to_index`` line in place of "not indexed yet", ``noResultsReason: NOTHING_TO_INDEX``."""
+    if pack.get("matches") or pack.get("noResultsReason") not in ("INDEX_NOT_READY", "CONTEXT_NOT_FOUND", None):
+        return pack
+    note = nothing_to_index(index.catalog)
+    if note is None:
+        return pack
+    from localidx.retrieve.context import NOT_READY_WARNINGS
+
+    warnings = [w for w in pack.get("warnings", []) if w not in NOT_READY_WARNINGS]
+    return {**pack, "warnings": [*warnings, note], "noResults": True, "noResultsReason": NOTHING_TO_INDEX}

@@ -21,7 +21,6 @@ from localidx.config import load_settings
 from localidx.daemon import lifecycle
 from localidx.errors import ConfigError, UsageError
 
-REBUILD_REFUSED = "a daemon owns this index: stop it (`localidx daemon stop`) to --rebuild"
 
 
 @pytest.fixture
@@ -97,7 +96,7 @@ def test_a_running_daemon_answers_the_same_calls_with_the_same_answers(repo):
         {k: before["status"][k] for k in ("state", "files", "chunks", "root")}
 
 
-def test_index_through_a_daemon_announces_it_and_refuses_a_rebuild(repo):
+def test_index_through_a_daemon_announces_it_and_asks_it_for_a_rebuild(repo):
     root, pids = repo
     report = backend(root, "start").status()
     pids.add(report["daemon"]["pid"])
@@ -112,27 +111,36 @@ def test_index_through_a_daemon_announces_it_and_refuses_a_rebuild(repo):
     assert record["files_processed"] == 1 and record["chunks_pending"] == 0
     assert through.search("charge invoice", k=1)["matches"][0]["path"] == "billing.py"
 
-    with pytest.raises(UsageError) as refused:
-        through.index(rebuild=True)
-    assert str(refused.value) == REBUILD_REFUSED
+    rebuilt = through.index(rebuild=True)  # the daemon holds the index: it rebuilds it, nobody stops it
+    assert through.via == "daemon" and rebuilt["rebuilt"] and rebuilt["generation"] == record["generation"] + 1
+    assert lifecycle.pid_alive(report["daemon"]["pid"])
+    assert through.search("charge invoice", k=1)["matches"][0]["path"] == "billing.py"
     queued = backend(root, "fallback")
     assert queued.index(wait=False, reason="test") == {"queued": 0, "full": True} and queued.via == "daemon"
 
 
 @pytest.mark.parametrize("policy", ["running", "auto"])
-def test_a_rebuild_is_refused_by_a_daemon_of_other_settings_without_restarting_it(repo, capfd, policy):
-    """Found by indexing real repositories with another home while a search's daemon ran: the command restarted
-    the daemon with its own settings, then refused the rebuild, leaving a new daemon busy with a full pass."""
+def test_a_client_of_other_settings_leaves_the_daemon_alone(repo, capfd, monkeypatch, policy):
+    """Found by indexing real repositories from another shell while a search's daemon ran: the command restarted
+    the daemon with its own settings. A client whose environment differs answers in its own process, says why in
+    one line, and a rebuild it asks for is refused with what to do; the daemon others use keeps running."""
+    from localidx.lock import IndexBusy
+
     root, pids = repo
     old = backend(root, "start").status()["daemon"]
     pids.add(old["pid"])
-    (root / ".localidx.toml").write_text("daemon_release_s = 120\n")
+    assert lifecycle.wait_until(lambda: backend(root, "running").status()["daemon"]["writer"]["runs"] >= 1, 60)
+    monkeypatch.setenv("LOCALIDX_DAEMON_RELEASE_S", "120")  # this shell's own setting, not the repository's
     capfd.readouterr()
-    with pytest.raises(UsageError) as refused:
+    mine = backend(root, policy)
+    assert mine.search("verify token", k=1)["matches"][0]["path"] == "auth.py" and mine.via == "in-process"
+    said = capfd.readouterr().err.splitlines()
+    assert said == ["localidx: answering in this process: this work tree's daemon runs with other settings than this "
+                    "command's (daemon_release_s); `localidx daemon restart` switches it to them"], said
+    with pytest.raises(IndexBusy) as refused:
         backend(root, policy).index(rebuild=True)
-    assert str(refused.value) == REBUILD_REFUSED
-    assert "restarting" not in capfd.readouterr().err
-    assert lifecycle.pid_alive(old["pid"])
+    assert "other settings (daemon_release_s)" in str(refused.value) and "daemon restart" in str(refused.value)
+    assert not mine.started and lifecycle.pid_alive(old["pid"])
     assert lifecycle.read_status(lifecycle.daemon_paths(root, True, load_settings(root)).status)["pid"] == old["pid"]
 
 

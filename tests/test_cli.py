@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import git
+
 APP = (
     '"""Users API."""\n'
     "from flask import Flask\n\n"
@@ -168,8 +170,12 @@ def test_index_json_record_and_status_states(repo, tmp_path):
                 "duration_s", "rate"):
         assert key in record
     assert record["files_processed"] == 3 and record["files_skipped"] == 3
-    human = run_env(repo, env, "index")
-    assert f"s in all, " in human.stderr + human.stdout or "s in all (" in human.stderr + human.stdout
+    assert run_env(repo, env, "index").returncode == 0
+    human = run_env(repo, {**env, "LOCALIDX_HOME": str(tmp_path / "other-home")}, "index")  # a cold run, in words
+    timing = next(line for line in human.stdout.splitlines() if " s in all " in line)
+    # Each figure says what it measures: the whole run's rate and the embedding rate are named as such.
+    assert "(chunking and writing " in timing and " chunks/s over the whole run" in timing, timing
+    assert " chunks/s while embedding" in timing, timing
     ready = json.loads(run_env(repo, env, "status", "--json").stdout)
     assert ready["state"] == "READY" and ready["chunks"] == record["chunks_written"]
     # The second run found nothing to do: the status still shows the run that did the work.
@@ -216,7 +222,27 @@ def test_an_index_of_nothing_says_so_instead_of_asking_for_an_index(make_repo, t
     assert run_env(root, env, "index", "-q", "--no-daemon").returncode == 0
     after = run_env(root, env, "status", "--no-daemon")
     assert after.returncode == 1 and "run `localidx index`" not in after.stdout, after.stdout
-    assert "0 files to index (1 binary, 1 lock-file)" in after.stdout, after.stdout
+    said = "0 files to index (1 binary, 1 lock-file): nothing here for localidx to search"
+    assert said in after.stdout, after.stdout
+    assert json.loads(run_env(root, env, "status", "--json", "--no-daemon").stdout)["nothing_to_index"] == said
+    plain = run_env(root, env, "search", "anything", "--no-daemon")
+    assert plain.returncode == 1 and said in plain.stderr and "not indexed" not in plain.stderr, plain.stderr
+    answer = run_env(root, env, "search", "anything", "--json", "--no-daemon")
+    assert answer.returncode == 1 and json.loads(answer.stdout)["noResultsReason"] == "NOTHING_TO_INDEX"
+    context = run_env(root, env, "context", "anything", "--json", "--no-daemon")
+    assert context.returncode == 1 and said in json.loads(context.stdout)["warnings"]
+
+
+def test_an_empty_repository_once_indexed_says_there_was_nothing_to_index(make_repo, tmp_path):
+    root = make_repo({}, name="bare")
+    git(root, "commit", "-q", "--allow-empty", "-m", "nothing yet")
+    env = {"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "home")}
+    assert "not indexed yet" in assert_one_line_error(run_env(root, env, "search", "x", "--no-daemon"), code=2)
+    assert run_env(root, env, "index", "-q", "--no-daemon").returncode == 0
+    search = run_env(root, env, "search", "anything", "--no-daemon")  # no chunk table at all: still an answer
+    assert search.returncode == 1 and "0 files to index: nothing here" in search.stderr, search.stderr
+    status = run_env(root, env, "status", "--no-daemon")
+    assert status.returncode == 1 and "0 files to index" in status.stdout and "run `localidx" not in status.stdout
 
 
 def test_paths_are_printed_and_globs_read_from_where_you_stand(make_repo, tmp_path):

@@ -91,6 +91,30 @@ def test_cross_repository_search_reads_only_shared_repositories(place):
         "localidx: error: no registered repository named or at 'nosuch'")
 
 
+def test_a_repository_answers_once_through_a_symlink_or_a_clone_at_the_same_commit(place):
+    env = _env(place, "me")
+    first = init_repo(place / "first", {"auth.py": MINE})
+    (place / "link").symlink_to(first)
+    subprocess.run(["git", "clone", "-q", str(first), str(place / "clone")], check=True, capture_output=True)
+    for root in (place / "link", first, place / "clone"):
+        _lx(root, env, "index", "-q")
+    listed = json.loads(_lx(first, env, "repos", "--json").stdout)["repos"]
+    assert [r["name"] for r in listed] == ["clone", "first"]  # the symlink is the work tree it points at
+    for name in ("first", "clone"):
+        _lx(first, env, "repos", "share", name)
+    for answer in _everywhere(first, env):
+        assert {m["repo"] for m in answer["matches"]} == {"clone"}, answer  # indexed last: it answers for both
+        assert len([m for m in answer["matches"] if m["symbol"] == "verify_token"]) == 1, answer
+        assert any(w.startswith("skipped first: the same repository at the same commit as clone")
+                   for w in answer["warnings"]), answer["warnings"]
+    (place / "clone" / "auth.py").write_text(MINE + "\n\ndef rotate_token(token):\n    return token[::-1]\n")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qam", "rotate"],
+                   cwd=place / "clone", check=True, capture_output=True)
+    _lx(place / "clone", env, "index", "-q")
+    apart = _everywhere(first, env)[0]  # another commit: two repositories now, both answer
+    assert {m["repo"] for m in apart["matches"]} == {"first", "clone"}, apart
+
+
 def test_a_repository_made_again_at_a_registered_path_by_another_user_is_not_served(place):
     """The first user's repository in a shared directory is deleted; another user makes one at the same path, with
     an index of their own that anyone may write. The first user's cross-repository search does not serve it under

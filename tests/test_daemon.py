@@ -304,6 +304,19 @@ def test_a_search_with_no_daemon_answers_and_starts_one_for_the_next(daemons):
     assert status.returncode == 0 and status.stderr == "" and handled(d, "index/status") == 1
 
 
+def test_an_index_right_after_a_search_started_the_daemon_goes_through_it(daemons):
+    """A search starts the daemon in the background; an `index` run at once finds it on its way up, holding the
+    write lock: it waits for it and has it do the run, where it said "another indexer is running (pid N)"."""
+    d = daemons
+    assert d.cli("index", "--quiet").returncode == 0
+    (d.root / "billing.py").write_text("def charge_invoice(invoice):\n    return invoice.total\n")
+    first = d.cli("search", "verify", "token", env=AUTO)
+    assert "started this work tree's daemon in the background" in first.stderr, first.stderr
+    again = d.cli("index", env=AUTO)
+    assert again.returncode == 0 and "another indexer" not in again.stderr, again.stderr
+    assert "indexing through the daemon" in again.stderr, again.stderr
+
+
 def test_a_daemon_being_started_counts_as_running_and_only_its_starter_says_so(daemons):
     """Three searches at once start one daemon and only one of them says so; a stop right after a search that
     started one waits for it and stops it (it said 'no daemon running' while the daemon was still on its way up),
@@ -465,9 +478,15 @@ def test_index_goes_through_the_running_daemon(daemons):
     assert proc.stdout.startswith(f"indexed {d.root}: ")
     record = json.loads(d.cli("index", "--json").stdout)
     assert record["files_unchanged"] == 3 and record["chunks_pending"] == 0
-    rebuild = d.cli("index", "--rebuild")
-    assert rebuild.returncode == 2 and "daemon stop" in rebuild.stderr
+    pid = lifecycle.read_status(d.paths.status)["pid"]
+    rebuild = d.cli("index", "--rebuild")  # asked of the daemon, which holds the index: nobody has to stop it
+    assert rebuild.returncode == 0 and "indexing through the daemon" in rebuild.stderr, rebuild.stderr
+    assert "rebuilt: a new index replaced the old one" in rebuild.stdout, rebuild.stdout
+    assert lifecycle.read_status(d.paths.status)["pid"] == pid
     assert "billing.py" in [m["path"] for m in search_over_socket(d, "charge invoice")]
+    alone = d.cli("index", "--no-daemon")  # the idle daemon holds the write lock: said, with what to do
+    assert alone.returncode == 75 and f"this work tree's daemon (pid {pid}) holds the index" in alone.stderr
+    assert "without --no-daemon" in alone.stderr
 
 
 def test_run_stays_in_the_foreground_and_stops_cleanly_on_sigterm(daemons):
@@ -764,18 +783,24 @@ def test_a_request_for_a_path_outside_the_work_tree_is_a_usage_error(daemons):
             assert response["error"]["code"] == protocol.USAGE_ERROR and "outside" in response["error"]["message"]
 
 
-def test_an_empty_index_answers_index_not_ready(make_repo, daemons):
+def test_an_index_of_nothing_answers_that_there_was_nothing_to_index(make_repo, daemons):
     d = daemons
     d.root = make_repo({"logo.png": b"\x89PNG\r\n\x1a\n\x00\x00"}, name="empty")
     d.start()
     d.ready()
+    said = "0 files to index (1 binary): nothing here for localidx to search"
     with d.raw() as raw:
-        assert raw.ask("search/query", {"query": "anything"})["error"]["code"] == protocol.INDEX_NOT_READY
+        found = raw.ask("search/query", {"query": "anything"})["result"]
+        assert found["matches"] == [] and found["noResultsReason"] == "NOTHING_TO_INDEX" and said in found["warnings"]
+        pack = raw.ask("context/build", {"query": "anything"}, id_=2)["result"]  # what the MCP tools answer from
+        assert pack["noResults"] and pack["noResultsReason"] == "NOTHING_TO_INDEX" and said in pack["warnings"]
     through_daemon = d.cli("search", "anything")
+    status = d.cli("status")
     d.teardown()
-    in_process = d.cli("search", "anything")
-    assert through_daemon.returncode == in_process.returncode == 2
-    assert through_daemon.stderr == in_process.stderr
+    in_process = d.cli("search", "anything", "--no-daemon")
+    assert through_daemon.returncode == in_process.returncode == 1  # README: the command ran and nothing matched
+    assert through_daemon.stderr == in_process.stderr and said in in_process.stderr
+    assert status.returncode == 1 and said in status.stdout and "run `localidx index`" not in status.stdout
 
 
 # -- the routing table and error mapping, in-process ---------------------------------------------------------
@@ -1111,23 +1136,32 @@ def test_an_edited_config_restarts_the_daemon_once_with_the_new_settings(daemons
         assert stale["error"]["code"] == protocol.VERSION_MISMATCH and "settings" in stale["error"]["message"]
 
 
-def test_a_client_only_setting_does_not_restart_the_daemon_and_a_needed_restart_says_why(daemons):
-    """Two shells, one with an LLM model set: both are served by the same daemon. A shell with another idle
-    release time has it restarted, and says so in one line naming the setting; the daemon's log records it."""
+def test_a_client_of_other_settings_is_answered_without_stopping_the_daemon(daemons):
+    """Two shells, one with an LLM model set: both are served by the same daemon. A shell with another idle release
+    time (its own environment: no settings file changed) is answered in its own process, says so in one line naming
+    the setting, and leaves the daemon running; `daemon restart` switches it."""
     d = daemons
     pid = d.start()
     d.ready()
     for env in ({"LOCALIDX_LLM_MODEL": "x", "LOCALIDX_LLM_BASE_URL": "http://127.0.0.1:9/v1"}, {}):
         proc = d.cli("search", "verify token", env=env)
         assert proc.returncode == 0, proc.stderr
-        assert "restarting" not in proc.stderr
+        assert "restarting" not in proc.stderr and "in this process" not in proc.stderr
         assert lifecycle.read_status(d.paths.status)["pid"] == pid
-    proc = d.cli("search", "verify token", env={"LOCALIDX_DAEMON_RELEASE_S": "120"})
-    d.remember()
-    restart_lines = [line for line in proc.stderr.splitlines() if "restarting the daemon" in line]
-    assert restart_lines == ["localidx: restarting the daemon: its settings differ (daemon_release_s)"], proc.stderr
-    assert lifecycle.read_status(d.paths.status)["pid"] != pid
+    other = {"LOCALIDX_DAEMON_RELEASE_S": "120"}
+    proc = d.cli("search", "verify token", env=other)
+    assert proc.returncode == 0 and "verify_token" in proc.stdout, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "localidx: answering in this process: this work tree's daemon runs with other settings than this command's "
+        "(daemon_release_s); `localidx daemon restart` switches it to them"], proc.stderr
+    assert lifecycle.read_status(d.paths.status)["pid"] == pid and lifecycle.pid_alive(pid)
     assert "other settings" in d.paths.log.read_text()
+    restarted = d.cli("daemon", "restart", env=other)
+    d.remember()
+    assert restarted.returncode == 0, restarted.stderr
+    assert lifecycle.read_status(d.paths.status)["pid"] != pid
+    again = d.cli("search", "verify token", env=other)
+    assert again.returncode == 0 and "in this process" not in again.stderr, again.stderr
 
 
 def test_a_reindex_that_waited_is_over_when_it_answers(daemons):

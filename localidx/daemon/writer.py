@@ -55,6 +55,8 @@ class Writer(threading.Thread):
         self._cond = threading.Condition()
         self._paths: set[str] = set()
         self._everything = False
+        self._rebuild = False  # the next run rebuilds (asked for); taken with the queue
+        self._rebuilding = False  # the run in progress was asked to rebuild
         self._waiters: list[Future] = []
         self._reasons: set[str] = set()
         self._stopping = False
@@ -68,17 +70,20 @@ class Writer(threading.Thread):
 
     # -- the queue (any thread) ---------------------------------------------------------------------------------
 
-    def submit(self, paths: list[str] | None, reason: str = "", wait: bool = False) -> Future | None:
+    def submit(self, paths: list[str] | None, reason: str = "", wait: bool = False,
+               rebuild: bool = False) -> Future | None:
         """Queue ``paths`` (None: everything). With ``wait``, a Future resolved with the record of the run that
-        covers them (``RunStats.to_dict()``), or failed with that run's error."""
+        covers them (``RunStats.to_dict()``), or failed with that run's error. ``rebuild``: the next run builds the
+        index again beside the current one (``localidx index --rebuild`` asked of the daemon) and switches to it."""
         future: Future | None = Future() if wait else None
         with self._cond:
             if self._stopping:
                 if future is not None:
                     future.set_exception(ProtocolError(SHUTTING_DOWN, "the daemon is stopping"))
                 return future
-            if paths is None:
+            if paths is None or rebuild:
                 self._everything = True
+                self._rebuild = self._rebuild or rebuild
             else:
                 self._paths.update(paths)
             if reason:
@@ -140,6 +145,7 @@ class Writer(threading.Thread):
         only = None if self._everything or len(self._paths) > FULL_SCAN_OVER else sorted(self._paths)
         waiters, reasons = self._waiters, ",".join(sorted(self._reasons))
         self._paths, self._everything, self._waiters, self._reasons = set(), False, [], set()
+        self._rebuilding, self._rebuild = self._rebuild, False
         return only, waiters, reasons
 
     # -- the thread ---------------------------------------------------------------------------------------------
@@ -227,13 +233,18 @@ class Writer(threading.Thread):
         try:
             try:
                 stats = sync_work_tree(index, self.root, self.settings, only=only, embed=True,
-                                       progress=self._progress, should_stop=self._should_stop)
+                                       progress=self._progress, should_stop=self._should_stop,
+                                       rebuild=self._rebuilding)
             except IndexDamaged as exc:  # found while writing: marked, and the next pass repairs it; run it now
                 log.warning("%s: repairing", exc)
                 stats = sync_work_tree(index, self.root, self.settings, embed=True, progress=self._progress,
                                        should_stop=self._should_stop)
         except BaseException as exc:
             log.exception("update of %s failed", what)
+            if isinstance(exc, Exception):  # a full disk is said as such (SQLite's words name no directory)
+                from localidx.errors import disk_full
+
+                exc = disk_full(exc, self.index_paths.state) or exc
             self.last_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
             failure = exc
             if not isinstance(exc, Exception):

@@ -75,7 +75,7 @@ class Catalog:
             self._db.executescript(_SCHEMA)
             self._db.execute("SELECT COUNT(*) FROM files").fetchone()
         except sqlite3.DatabaseError as exc:
-            raise IndexDamaged(f"the catalog {path} is damaged ({exc})") from None
+            raise _full_or_damaged(exc, path, "") from None
 
     @staticmethod
     def _open_read_only(path: Path) -> sqlite3.Connection:
@@ -87,8 +87,7 @@ class Catalog:
                     return db
             except sqlite3.DatabaseError as exc:
                 db.close()
-                raise IndexDamaged(f"the catalog {path} is damaged ({exc}); run `localidx index` to repair it") \
-                    from None
+                raise _full_or_damaged(exc, path, "; run `localidx index` to repair it") from None
             db.close()
         db = sqlite3.connect(":memory:", isolation_level=None)
         db.executescript(_SCHEMA)
@@ -221,6 +220,13 @@ class Catalog:
     def count(self) -> int:
         """Files with rows (content-skipped files are known but not counted)."""
         return self._db.execute("SELECT COUNT(*) FROM files WHERE skipped = ''").fetchone()[0]
+
+
+def _full_or_damaged(exc: sqlite3.DatabaseError, path: Path, remedy: str) -> Exception:
+    """A full disk (``errors.disk_full``: nothing is damaged, nothing is to be repaired), else ``IndexDamaged``."""
+    from localidx.errors import disk_full
+
+    return disk_full(exc, path.parent) or IndexDamaged(f"the catalog {path} is damaged ({exc}){remedy}")
 
 
 def lists_files(path: Path) -> bool:

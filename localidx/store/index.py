@@ -238,6 +238,11 @@ def _cache_damage(store) -> list[Damage]:
     try:
         store.check_cache()
     except Exception as exc:
+        from localidx.errors import disk_full
+
+        full = disk_full(exc, store.cache.path.parent)  # SQLite cannot map its WAL index on a full disk: not damage
+        if full is not None:
+            raise full from None
         reason = storage_error(exc) or f"{type(exc).__name__}: {exc}".splitlines()[0]
         return [Damage("cache-unreadable", f"the vector cache cannot be read ({reason})")]
     return []

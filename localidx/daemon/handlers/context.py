@@ -8,12 +8,14 @@ from __future__ import annotations
 
 
 def handle(daemon, params: dict) -> dict:
-    """The pipeline's response dict (``localidx.retrieve.context.RESPONSE_KEYS``)."""
+    """The pipeline's response dict (``localidx.retrieve.context.RESPONSE_KEYS``); an index of nothing says so
+    (``status.explain_empty_pack``)."""
     from localidx.retrieve.context import build_for_repository
+    from localidx.status import explain_empty_pack
 
     with daemon.reader() as index:
-        return build_for_repository(
+        return explain_empty_pack(index, build_for_repository(
             index, params["query"], profile=params.get("profile"), max_tokens=params.get("max_tokens"),
             top_k=params.get("top_k"), conversation_context=params.get("conversation_context"),
             locale=params.get("locale"), language=params.get("lang"), path_glob=params.get("path"),
-            kind=params.get("kind"), settings=daemon.settings)
+            kind=params.get("kind"), settings=daemon.settings))

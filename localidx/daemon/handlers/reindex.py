@@ -2,7 +2,8 @@
 
 Paths are checked here, before they are queued: one bad path must not fail a coalesced run that also carries other
 clients' paths. Absolute paths inside the work tree are made relative; paths outside it are a USAGE_ERROR. An empty
-list queues nothing; the root itself means everything.
+list queues nothing; the root itself means everything. ``rebuild`` (``localidx index --rebuild`` while the daemon
+runs) has the writer build the whole index again beside the current one and switch to it, as the CLI would.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ def handle(daemon, params: dict):
         paths = None  # the work tree itself: a full update (which also notices deletions anywhere)
     if paths is not None and not paths:
         return {"queued": 0, "full": False}
-    future = daemon.writer.submit(paths, reason=params.get("reason", "request"), wait=bool(params.get("wait")))
+    rebuild = bool(params.get("rebuild"))
+    if rebuild:
+        paths = None  # a rebuild is of everything
+    future = daemon.writer.submit(paths, reason=params.get("reason", "request"), wait=bool(params.get("wait")),
+                                  rebuild=rebuild)
     if future is not None:
         return future  # answered when the run ends; no request thread waits for it
     return {"queued": 0 if paths is None else len(paths), "full": paths is None}

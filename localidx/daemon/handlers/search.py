@@ -10,8 +10,10 @@ from localidx.errors import UsageError
 
 
 def handle(daemon, params: dict) -> dict:
-    """``{"matches": [Match.to_dict(), ...], "warnings": [...]}``, best first (``retrieve.search.search_response``)."""
+    """``{"matches": [Match.to_dict(), ...], "warnings": [...]}``, best first (``retrieve.search.search_response``);
+    an index of nothing answers no matches and says so (``status.explain_empty_search``)."""
     from localidx.retrieve.search import search_response
+    from localidx.status import explain_empty_search
 
     kind = params.get("kind")
     if kind:
@@ -21,9 +23,10 @@ def handle(daemon, params: dict) -> dict:
             raise UsageError(f"unknown kind(s) {kind}; known: {', '.join(KINDS)}")
     pending = daemon.update_pending()  # asked before the read: a change seen now may be missing from it
     with daemon.reader() as index:
-        response = search_response(index, params["query"], k=params.get("k", 10), mode=params.get("mode", "hybrid"),
-                                   language=params.get("lang"), path_glob=params.get("path"), kind=kind,
-                                   files=bool(params.get("files", False)))
+        response = explain_empty_search(index, lambda: search_response(
+            index, params["query"], k=params.get("k", 10), mode=params.get("mode", "hybrid"),
+            language=params.get("lang"), path_glob=params.get("path"), kind=kind,
+            files=bool(params.get("files", False))))
     if pending:
         response["updatePending"] = True
         response.setdefault("warnings", []).append(UPDATE_PENDING)

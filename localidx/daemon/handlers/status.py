@@ -1,7 +1,8 @@
 """``index/status``: what ``localidx status --json`` prints, plus the daemon's own state under ``daemon``.
 
 ``index_status`` would infer INDEXING from a held write lock; the daemon holds it for its whole life, so here the
-writer says whether it is at work (running or with work queued).
+writer says whether it is at work (running or with work queued), and ``last_error`` why its last update failed (a
+full disk, say), which a status read in-process cannot know.
 """
 
 from __future__ import annotations
@@ -15,4 +16,6 @@ def handle(daemon, params: dict) -> dict:
                           check_work_tree=params.get("check_work_tree", True), writing=daemon.writer.busy,
                           embedder=daemon.embedder)
     report["daemon"] = daemon.describe()
+    failed = daemon.writer.last_error  # "DiskFull: no space left ...": the user's words are after the class name
+    report["last_error"] = failed.split(": ", 1)[-1] if failed else None
     return report
