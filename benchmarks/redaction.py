@@ -309,6 +309,7 @@ def worst_case_lines() -> list[tuple[str, str, object, object]]:
     """(what, line shape, redact function, size -> line) for every pattern's literal and every secret name followed
     by every filler: ``literal+filler`` repeated, and one literal then the filler repeated; ``redact_env`` too."""
     from localidx import redact as r
+    from localidx import secret_scan
 
     cases: list[tuple[str, str, object, object]] = []
 
@@ -320,11 +321,11 @@ def worst_case_lines() -> list[tuple[str, str, object, object]]:
             cases.append((what, f"{literal!r}{'+=' if env else ''}+{filler!r}*", func,
                           lambda n, h=literal + glue, f=filler: (h + _repeated(f, n))[:n]))
 
-    for pattern in r._PATTERNS:
+    for pattern in secret_scan._PATTERNS:
         for literal in _cased_literals(pattern):
             for filler in FILLERS:
                 add(pattern.kind, literal, filler, r.redact)
-    for keyword in sorted({name.replace("?", "_") for name, _kind in r._SECRET_NAMES}):
+    for keyword in sorted({name.replace("?", "_") for name, _kind in secret_scan._SECRET_NAMES}):
         for literal in (keyword, keyword.upper(), "x_" + keyword):
             for filler in FILLERS:
                 add(f"name {keyword}", literal, filler, r.redact)

@@ -144,6 +144,16 @@ def echo_warnings(warnings: list[str]) -> None:
         echo(f"localidx: warning: {_p(warning)}", err=True)
 
 
+def root_or_none() -> Path | None:
+    """The root of the work tree the current directory is in, or None outside one (or where it cannot be read)."""
+    from localidx.discover import find_root
+
+    try:
+        return find_root(Path.cwd())[0]
+    except LocalidxError:
+        return None
+
+
 def glob_from_here(path_glob: str | None, root: Path) -> str | None:
     """A ``--path`` glob as typed in the current directory, as the repository-relative glob search reads: from a
     subdirectory ``sub``, ``utils/**`` is ``/sub/utils/**`` and a bare name (``*.ts``) is any file of that name

@@ -16,7 +16,8 @@ from conftest import indexed_once
 from localidx.retrieve.expand import NEIGHBOR_SCORE, expand
 from localidx.retrieve.guard import check
 from localidx.retrieve.profiles import get_profile
-from localidx.retrieve.search import COLUMNS, Staleness, match_from_row
+from localidx.retrieve.filters import Staleness
+from localidx.retrieve.search import COLUMNS, match_from_row
 from localidx.store.relations import Relations
 
 SHAPES = '''"""Shapes and the canvas that draws them."""

@@ -12,6 +12,7 @@ from llm_stub import Reply, error_body, serve_llm, unused_url, user_message
 from localidx import llm
 from localidx.config import Settings
 from localidx.errors import ConfigError, LocalidxError, UsageError
+from localidx.retrieve import ask
 
 
 def settings_for(url: str, **extra) -> Settings:
@@ -247,11 +248,11 @@ def test_the_key_never_appears_in_an_error(monkeypatch):
 def test_context_refusals_are_recognised_with_their_figures():
     python = ("This model's maximum context length is 4096 tokens. However, you requested 5655 tokens (4631 in the "
               "messages, 1024 in the completion). Please reduce the length of the messages or completion.")
-    assert llm.context_refusal(python) == {"window": 4096, "prompt": 4631, "completion": 1024}
+    assert ask.context_refusal(python) == {"window": 4096, "prompt": 4631, "completion": 1024}
     server = "the request exceeds the available context size, try increasing it (n_prompt_tokens: 5000, n_ctx: 4096)"
-    assert llm.context_refusal(server) == {"window": 4096, "prompt": 5000}
-    assert llm.context_refusal("model is still loading") is None
-    assert llm.context_refusal("invalid api key") is None
+    assert ask.context_refusal(server) == {"window": 4096, "prompt": 5000}
+    assert ask.context_refusal("model is still loading") is None
+    assert ask.context_refusal("invalid api key") is None
 
 
 def test_the_window_comes_from_the_setting_the_server_or_an_assumption():
@@ -283,14 +284,14 @@ def test_the_answer_is_reserved_from_the_window_and_the_ratio_measured_by_the_se
         return Reply(status=404, raw=b"")
 
     with serve_llm(server) as url:
-        plan = llm.plan_ask(settings_for(url), 800, llm.Window(4096, "test"))
+        plan = ask.plan_ask(settings_for(url), 800, llm.Window(4096, "test"))
     assert plan.answer_tokens == 800 and plan.ratio == 2.0 and plan.ratio_source == "the server's tokenizer"
-    room = 4096 - 800 - plan.system_tokens - llm.CHAT_OVERHEAD - int(4096 * llm.WINDOW_MARGIN)
+    room = 4096 - 800 - plan.system_tokens - ask.CHAT_OVERHEAD - int(4096 * ask.WINDOW_MARGIN)
     assert plan.pack_tokens == room // 2
     with serve_llm(lambda r: Reply(status=404, raw=b"")) as url:
-        small = llm.plan_ask(settings_for(url), 800, llm.Window(1024, "test"))
-    assert small.answer_tokens == 256 and small.ratio == llm.DEFAULT_RATIO  # a quarter of a small window at most
-    assert 0 < small.pack_tokens < (1024 - 256) / llm.DEFAULT_RATIO
+        small = ask.plan_ask(settings_for(url), 800, llm.Window(1024, "test"))
+    assert small.answer_tokens == 256 and small.ratio == ask.DEFAULT_RATIO  # a quarter of a small window at most
+    assert 0 < small.pack_tokens < (1024 - 256) / ask.DEFAULT_RATIO
 
 
 FILES = {
@@ -464,7 +465,7 @@ def test_think_blocks_are_left_out_of_the_stream():
 
 def test_index_expressions_are_not_citations():
     pack = {"matches": [{"path": "a.py", "start_line": 1, "end_line": 9}]}
-    assert llm.check_citations("It reads args[0] and parts[2] (see [1]).", pack) == ([1], [])
+    assert ask.check_citations("It reads args[0] and parts[2] (see [1]).", pack) == ([1], [])
 
 
 def test_ctrl_c_mid_answer_closes_the_request(indexed):

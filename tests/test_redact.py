@@ -361,7 +361,7 @@ def test_crafted_lines_cost_linear_time(line: str):
 
 
 def test_a_deadline_stops_redaction_with_an_error_not_a_partial_text():
-    from localidx.redact import RedactionTimeout
+    from localidx.secret_scan import RedactionTimeout
 
     with pytest.raises(RedactionTimeout):
         redact('x_token="abc"\n' * 50000, deadline=0.0)  # a monotonic clock is long past 0

@@ -141,7 +141,7 @@ def _import_only(lines: list[str], imports: list[tuple[int, int, str]]) -> bool:
 def chunk_file(path: str, data: bytes, settings) -> FileChunks:
     """Chunk one file. ``path`` is repo-relative (forward slashes); ``data`` its bytes. Never raises: a chunker that
     fails costs the file its symbol chunks (``unparsed_file``), never the run."""
-    from localidx.redact import RedactionTimeout
+    from localidx.secret_scan import RedactionTimeout
 
     try:
         return _chunk_file(path, data, settings)
@@ -206,7 +206,8 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
     from localidx.chunk.windows import chunk_windows
     from localidx.discover import check_content, decode_source
     from localidx.languages import language_for_path, text_type
-    from localidx.redact import deadline_after, redact, redact_env
+    from localidx.redact import redact, redact_env
+    from localidx.secret_scan import deadline_after
 
     result = FileChunks(path=path, size=len(data))
     reason = check_content(path, data, settings)

@@ -25,7 +25,7 @@ def _sha(text: str) -> str:
 
 def finalize(chunks: list[Chunk], ctx: FileContext, deadline: float | None = None) -> list[Chunk]:
     """Fill ``id``, hashes, ``token_count``, ``parent_id``, ``tags`` and ``header`` of a file's drafts, after every
-    text field has passed the redaction choke point (``redact.scrub_chunks``; ``redact.RedactionTimeout`` past
+    text field has passed the redaction choke point (``redact.scrub_chunks``; ``secret_scan.RedactionTimeout`` past
     ``deadline``, the file's redaction deadline)."""
     scrub_chunks(chunks, ctx, deadline)
     counts = tokens.count_many([c.text for c in chunks])

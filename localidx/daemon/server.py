@@ -47,24 +47,21 @@ import errno
 import gc
 import logging
 import os
-import resource
 import selectors
-import signal
 import socket
-import sys
 import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 from localidx import protocol
 from localidx.config import Settings
 from localidx.daemon import lifecycle, memory
-from localidx.errors import LocalidxError, UsageError
-from localidx.protocol import (DEFAULT_INTERVAL_MS, INDEX_NOT_READY, INTERNAL_ERROR, MAX_FRAME_BYTES, OVERLOADED,
-                               PARSE_ERROR, RESPONSE_TOO_LARGE, SHUTTING_DOWN, USAGE_ERROR, ProtocolError)
+from localidx.daemon.frames import as_protocol_error, encode_frame, max_connections, one_line, oversize
+from localidx.errors import LocalidxError
+from localidx.protocol import (DEFAULT_INTERVAL_MS, INTERNAL_ERROR, MAX_FRAME_BYTES, OVERLOADED, PARSE_ERROR,
+                               SHUTTING_DOWN, ProtocolError)
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +81,6 @@ MAX_QUEUED = 64  # frames of one connection waiting to be handled before the loo
 # what one connection holds is bounded by this plus one answer, however much it sends without reading.
 MAX_PENDING_OUT = 1024 * 1024
 STALLED_S = 30.0  # a connection over MAX_PENDING_OUT that has read nothing for this long is closed
-FD_RESERVE = 256  # file descriptors kept for LanceDB, SQLite, the watcher and the log, below the connection cap
 # Methods that do not use the model or the index: they do not restart the release clock (they still count as
 # activity for the idle exit, except the passive ones below).
 _LIGHT = {"daemon/hello", "daemon/stop", "daemon/subscribe", "index/reindex"}
@@ -539,7 +535,7 @@ class Daemon:
             else:
                 line = piece
             if len(line) > MAX_FRAME_BYTES:
-                session.queue.append(_Ready(_oversize()))
+                session.queue.append(_Ready(oversize()))
             elif line.strip():
                 session.queue.append(line)  # a blank line is no frame (someone pressed Enter in socat)
         rest = data[start:]
@@ -548,7 +544,7 @@ class Daemon:
             if len(session.inbuf) >= MAX_FRAME_BYTES:  # with its newline it would be over the limit
                 session.inbuf.clear()
                 session.discarding = True
-                session.queue.append(_Ready(_oversize()))
+                session.queue.append(_Ready(oversize()))
 
     def _pump(self, session: Session) -> None:
         """Hand the session's next frame to a worker, unless one of its requests is already there or its unread
@@ -576,7 +572,7 @@ class Daemon:
             answer = self._answer(frame)
         except BaseException as exc:  # _answer never raises; a slip must still answer and free the session
             log.exception("a request failed outside its handler")
-            answer = protocol.error(None, ProtocolError(INTERNAL_ERROR, _one_line(exc)))
+            answer = protocol.error(None, ProtocolError(INTERNAL_ERROR, one_line(exc)))
         finally:
             self._local.session = None
         if isinstance(answer, Deferred):
@@ -589,7 +585,7 @@ class Daemon:
     def _complete(self, session: Session, response: dict) -> None:
         """Any thread: the session's current request is answered. When nothing waits to be sent before it, the
         answer goes out from this thread at once (what the socket takes); the loop sends the rest and moves on."""
-        data = _encode(response, session.max_frame_bytes)
+        data = encode_frame(response, session.max_frame_bytes)
         with session.send_lock:
             if not session.out and not session.closed:
                 try:
@@ -697,7 +693,7 @@ class Daemon:
             return protocol.error(found, ProtocolError(exc.code, exc.message))
         except Exception as exc:  # decode_request raises only ProtocolError; a slip there must not drop the frame
             log.exception("cannot decode a frame")
-            return protocol.error(None, ProtocolError(PARSE_ERROR, _one_line(exc)))
+            return protocol.error(None, ProtocolError(PARSE_ERROR, one_line(exc)))
         return self.dispatch(id_, method, params)
 
     def dispatch(self, id_, method: str, params: dict):
@@ -717,7 +713,7 @@ class Daemon:
         except ProtocolError as exc:
             return protocol.error(id_, exc)
         except Exception as exc:
-            return protocol.error(id_, _as_protocol_error(exc, method))
+            return protocol.error(id_, as_protocol_error(exc, method))
         finally:
             log.debug("%s handled in %.1f ms", method, (time.perf_counter() - started) * 1e3)
         if isinstance(value, Future):
@@ -730,7 +726,7 @@ class Daemon:
         except ProtocolError as exc:
             return protocol.error(deferred.id, exc)
         except Exception as exc:
-            return protocol.error(deferred.id, _as_protocol_error(exc, deferred.method))
+            return protocol.error(deferred.id, as_protocol_error(exc, deferred.method))
         self.touch()
         return protocol.result(deferred.id, value)
 
@@ -899,197 +895,7 @@ class Daemon:
         log.info("stopped (%s)", self._stop_reason or "shutdown")
 
 
-def max_connections(settings: Settings) -> int:
-    """``daemon_max_connections``, lowered to what the process's file-descriptor limit leaves room for (the soft
-    limit is raised to the hard one first, up to 65536)."""
-    wanted = int(settings.daemon_max_connections)
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        target = min(hard if hard != resource.RLIM_INFINITY else 65536, 65536)
-        if soft != resource.RLIM_INFINITY and soft < target:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-    except (ValueError, OSError):
-        return wanted
-    if soft == resource.RLIM_INFINITY:
-        return wanted
-    return max(1, min(wanted, soft - FD_RESERVE))
-
-
-def _oversize() -> dict:
-    return protocol.error(None, ProtocolError(PARSE_ERROR, f"frame over {MAX_FRAME_BYTES} bytes"))
-
-
-def _encode(response: dict, limit: int) -> bytes:
-    """One response frame, within the connection's limit: a larger one becomes RESPONSE_TOO_LARGE."""
-    try:
-        data = protocol.encode(response)
-    except (TypeError, ValueError) as exc:
-        log.exception("cannot encode a response")
-        return protocol.encode(protocol.error(response.get("id"), ProtocolError(INTERNAL_ERROR, _one_line(exc))))
-    if len(data) > limit:
-        message = (f"the response is {len(data)} bytes, over this connection's {limit}-byte frame limit: "
-                   f"ask for more with max_frame_bytes in daemon/hello")
-        data = protocol.encode(protocol.error(response.get("id"), ProtocolError(
-            RESPONSE_TOO_LARGE, message, {"bytes": len(data), "max_frame_bytes": limit})))
-    return data
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-
-
-def _as_protocol_error(exc: Exception, method: str) -> ProtocolError:
-    from localidx.errors import IndexNotReady
-
-    if isinstance(exc, IndexNotReady):
-        return ProtocolError(INDEX_NOT_READY, str(exc))
-    if isinstance(exc, UsageError):
-        return ProtocolError(USAGE_ERROR, str(exc))
-    if isinstance(exc, LocalidxError):
-        log.warning("%s failed: %s", method, exc)
-        return ProtocolError(INTERNAL_ERROR, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    log.exception("%s failed", method)
-    return ProtocolError(INTERNAL_ERROR, _one_line(exc))
-
-
-# -- the entry point ----------------------------------------------------------------------------------------------
-
-
-def _setup_logging(path: Path, to_stderr: bool) -> list[logging.Handler]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    logger = logging.getLogger("localidx")
-    logger.setLevel(logging.DEBUG if os.environ.get("LOCALIDX_DEBUG") == "1" else logging.INFO)
-    fmt = logging.Formatter("%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s")
-    handlers: list[logging.Handler] = [RotatingFileHandler(path, maxBytes=LOG_MAX_BYTES, backupCount=1,
-                                                           encoding="utf-8")]
-    if to_stderr:
-        handlers.append(logging.StreamHandler(sys.stderr))
-    from localidx.redact import LogFilter
-
-    for handler in handlers:
-        handler.setFormatter(fmt)
-        handler.addFilter(LogFilter())  # no secret an error message carried reaches the log
-        logger.addHandler(handler)
-    return handlers
-
-
-def _start_watcher(daemon: Daemon, writer):
-    settings = daemon.settings
-    if not settings.watch:
-        log.info("watching is off (watch = false): changes arrive through git hooks and requests")
-        daemon.watcher_mode = "off"
-        return None
-    try:
-        from localidx.discover.watch import Watcher
-    except ImportError as exc:
-        log.warning("no file watcher (%s): changes arrive through git hooks and requests only", exc)
-        daemon.watcher_mode = "unavailable"
-        return None
-
-    def on_change(paths: set[str]) -> None:
-        daemon.touch()
-        writer.submit(sorted(paths), reason="watch")
-
-    try:
-        watcher = Watcher(daemon.root, settings, on_change=on_change, debounce_s=settings.watch_debounce_s)
-        watcher.start()
-    except Exception:
-        log.exception("the file watcher did not start: changes arrive through git hooks and requests only")
-        daemon.watcher_mode = "failed"
-        return None
-    daemon.watcher_mode = getattr(watcher, "mode", "on")
-    daemon.watcher = watcher
-    return watcher
-
-
 def _in_memory() -> dict:
     from localidx.store import hot
 
     return hot.describe()
-
-
-def run_daemon(root: Path, in_git: bool, settings: Settings, log_to_stderr: bool = True) -> None:
-    """Serve the work tree at ``root`` until stopped (``localidx daemon run``); see the module docstring.
-
-    Raises LocalidxError when another daemon already serves it, the socket dir is unsafe, or the lock is held."""
-    from localidx.lock import IndexBusy, WriteLock
-    from localidx.store.paths import index_paths
-
-    if "MALLOC_ARENA_MAX" not in os.environ:
-        memory.limit_arenas()  # a daemon started by hand; lifecycle.spawn sets the variable for its own
-    from localidx.store import hot
-
-    hot.set_eager()  # each table version's first query starts loading it into memory (store/hot.py)
-    paths = lifecycle.daemon_paths(root, in_git, settings)
-    ipaths = index_paths(root, in_git, settings.home)
-    try:
-        lifecycle.check_socket_dir(paths.socket, create=True)
-    except LocalidxError:
-        lifecycle.record_start_failure(paths)  # commands start none in the background for a while
-        raise
-    status = lifecycle.read_status(paths.status)
-    if status is not None and lifecycle.socket_listening(Path(status["socket"])):
-        raise LocalidxError(f"a daemon already serves {root} (pid {status['pid']}, socket {status['socket']})")
-    handlers = _setup_logging(paths.log, log_to_stderr)
-    listened: list[bool] = []
-    try:
-        with WriteLock(paths.lock, wait_s=LOCK_WAIT_S):
-            _serve(root, in_git, settings, paths, ipaths, on_listening=lambda: listened.append(True))
-    except IndexBusy as exc:  # another process holds the index: not this daemon's failure
-        log.error("cannot serve %s: %s", root, exc)
-        raise
-    except LocalidxError as exc:
-        log.error("cannot serve %s: %s", root, exc)  # one line: the client that started it shows the last one
-        if not listened:
-            lifecycle.record_start_failure(paths)  # commands start none in the background for a while
-        raise
-    except Exception:
-        log.exception("the daemon failed")
-        if not listened:
-            lifecycle.record_start_failure(paths)
-        raise
-    finally:
-        for handler in handlers:
-            logging.getLogger("localidx").removeHandler(handler)
-            handler.close()
-
-
-def _serve(root: Path, in_git: bool, settings: Settings, paths: lifecycle.DaemonPaths, ipaths,
-           on_listening=lambda: None) -> None:
-    from localidx.daemon.model import SharedModel
-    from localidx.daemon.writer import Writer
-    from localidx.embed import get_embedder
-
-    log.info("starting for %s (localidx %s, pid %d)", root, lifecycle.package_version(), os.getpid())
-    embedder = SharedModel(lambda: get_embedder(settings.embed_model, threads=settings.embed_threads or None))
-    # Load the model now, once: the first query finds it warm (after an idle release, the next query loads it).
-    embedder.load()
-    log.info("model %s ready; %s", embedder.model_id, memory.usage())
-
-    writer = Writer(root, ipaths, settings, embedder)
-    daemon = Daemon(root, in_git, settings, paths, ipaths, embedder, writer)
-    writer.on_activity = daemon.touch  # a run that ends restarts the idle clock
-    writer.on_use = daemon.used  # a run uses the model and the index: the release clock starts again
-    writer.on_change = daemon.notify  # subscribers hear about phases and progress
-    writer.submit(None, reason="reconcile on start")  # what changed while no daemon ran
-    writer.start()
-    writer.ready.wait()
-    if writer.open_error is not None:
-        raise LocalidxError(f"cannot open the index: {_one_line(writer.open_error)}")
-
-    previous = {sig: signal.signal(sig, lambda signum, _frame: daemon.request_stop(signal.Signals(signum).name))
-                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    watcher = None
-    try:
-        daemon.listen()
-        lifecycle.unlink_quietly(paths.worktree / lifecycle.FAILED_NAME)
-        lifecycle.unlink_quietly(paths.worktree / lifecycle.STARTING_NAME)
-        on_listening()
-        watcher = _start_watcher(daemon, writer)
-        daemon.serve()
-    finally:
-        daemon.shutdown(watcher)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

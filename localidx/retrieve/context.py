@@ -130,7 +130,7 @@ def build_context(sources: list[Source], query, *, profile: str | None = None, m
         queries += transforms.sub_queries(question, analysis, prof.queries - 1)
         queries += _llm_rewrites(question, prof.queries - len(queries), settings, applied, warnings)
     matches = _search_all(ready, queries, params, label_repos)
-    from localidx.retrieve.search import rank_files
+    from localidx.retrieve.filters import rank_files
 
     files = rank_files(matches, FILES_SHOWN)
     render.files = files
@@ -295,7 +295,7 @@ def _search_all(sources: list[Source], queries: list[str], params, label: bool) 
 
 def _expand(sources: list[Source], matches: list[dict], profile, label: bool) -> list[dict]:
     from localidx.retrieve.expand import expand
-    from localidx.retrieve.search import Staleness
+    from localidx.retrieve.filters import Staleness
 
     if len(sources) == 1:
         source = sources[0]
@@ -490,7 +490,7 @@ def augmented_prompt(question: str, matches: list[dict], repo_name: str, files=(
 
 
 def file_list(files, matches, limit: int | None = None) -> str:
-    """The ranked files (``search.rank_files``) that no excerpt in ``matches`` comes from, a line each with the
+    """The ranked files (``filters.rank_files``) that no excerpt in ``matches`` comes from, a line each with the
     place of their best match, the first ``limit`` of them (None: all): "" when there are none."""
     from localidx.text import printable
 
