@@ -831,8 +831,7 @@ class Daemon:
             release_pinned()
             gc.collect()
             self.writer.release()
-            release = getattr(self.embedder, "release", None)
-            cost = getattr(self.embedder, "load_mb", None)
+            release, cost = getattr(self.embedder, "release", None), getattr(self.embedder, "load_mb", None)
             if release is not None and (cost is None or cost > KEEP_MODEL_MB):
                 release()
             gc.collect()
