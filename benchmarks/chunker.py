@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from localidx.chunk import chunk_file  # noqa: E402
 from localidx.config import Settings  # noqa: E402
-from localidx.workers import map_files  # noqa: E402
+from localidx.index.workers import map_files  # noqa: E402
 
 
 def corpus_files(root: Path, limit: int | None) -> list[Path]:
@@ -52,10 +52,10 @@ _PHASES: dict[str, float] = {}
 def _count_phases() -> None:
     """Wrap the steps of chunking in process-time counters (one process: workers would keep their own)."""
     import localidx.chunk.code as code
-    import localidx.enrich as enrich
-    import localidx.parse as parse
-    import localidx.redact as redact
-    import localidx.tokens as tokens
+    import localidx.chunk.enrich as enrich
+    import localidx.chunk.parse as parse
+    import localidx.safety.redact as redact
+    import localidx.text.tokens as tokens
 
     def wrap(owner, name, label):
         inner = getattr(owner, name)

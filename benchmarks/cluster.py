@@ -81,7 +81,7 @@ def job(specs, uri: Path, clones: Path, workers: int, model: str = "") -> dict:
 
 def local_baseline(repos: dict[str, Path], work: Path) -> dict:
     from localidx.config import load_settings
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
 
     chunks = embedded = 0
     with TreeMonitor(os.getpid(), interval=0.2) as monitor:

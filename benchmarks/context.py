@@ -97,8 +97,8 @@ def main() -> None:
 
     if args.build_only:
         return
-    from localidx.client import connect
     from localidx.config import load_settings
+    from localidx.interface.client import connect
 
     settings = load_settings(repo)
     cli(repo, "daemon", "start")

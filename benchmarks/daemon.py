@@ -239,9 +239,9 @@ def many_clients(sock_path: Path, n: int) -> tuple[int, float]:
 
 
 def measure(repo: Path, size: int, args) -> dict:
-    from localidx.client import connect
     from localidx.config import load_settings
     from localidx.daemon import lifecycle
+    from localidx.interface.client import connect
     from localidx.retrieve import search
     from localidx.store.index import open_index
     from query import QUERIES
@@ -340,8 +340,8 @@ def measure(repo: Path, size: int, args) -> dict:
 
 def end_to_end(repo: Path) -> None:
     """Save -> searchable through the watcher, and CLI round trips with and without the daemon."""
-    from localidx.client import connect
     from localidx.config import load_settings
+    from localidx.interface.client import connect
 
     settings = load_settings(repo)
     cli(repo, "daemon", "start")

@@ -31,8 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from localidx import githooks  # noqa: E402
-from localidx.store.paths import index_paths  # noqa: E402
+from localidx.interface import githooks  # noqa: E402
+from localidx.paths import index_paths  # noqa: E402
 
 PACKAGES = ("json", "email", "http", "logging", "concurrent", "importlib", "urllib", "xml", "asyncio", "encodings")
 IDENTITY = ["-c", "user.name=bench", "-c", "user.email=bench@localidx.invalid", "-c", "init.defaultBranch=main",

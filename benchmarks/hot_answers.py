@@ -33,7 +33,7 @@ SCORES = ("score", "bm25_score", "vector_score", "similarity")
 
 def compare(root: Path, questions: list[str]) -> dict:
     from localidx.config import load_settings
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
     from localidx.store import hot
     from localidx.store.index import open_index, pinned
 

@@ -59,9 +59,9 @@ def child(repo: str, events_path: str) -> None:
 
     atexit.register(at_exit)
 
-    import localidx.cli as cli
     import localidx.embed.onnx as onnx
-    import localidx.indexer as indexer
+    import localidx.index.indexer as indexer
+    import localidx.interface.cli as cli
 
     emit("cli_imported")
     seen: set[str] = set()

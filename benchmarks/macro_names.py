@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from localidx.config import load_settings
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
     from localidx.retrieve.search import search_response
     from localidx.store.index import open_index
 

@@ -41,7 +41,7 @@ def size(result) -> tuple[int, int]:
     """(cl100k tokens, UTF-8 bytes) of everything an answer carries."""
     import json
 
-    from localidx.tokens import count
+    from localidx.text.tokens import count
 
     texts = [getattr(block, "text", "") for block in result.content]
     if result.structured_content is not None:

@@ -158,7 +158,7 @@ def model_tokens(skip: bool) -> ModelTokens | None:
 
 def plain_pack(matches: list[dict], budget: int) -> list[dict]:
     """The hits in rank order while their chunk text fits ``budget`` (cl100k), a hit over what is left skipped."""
-    from localidx.tokens import count
+    from localidx.text.tokens import count
 
     kept, used = [], 0
     for m in matches:
@@ -174,7 +174,7 @@ def measure(index, question: dict, budgets: list[int], semble: Semble | None = N
     from localidx.errors import LocalidxError
     from localidx.retrieve.context import build_for_repository
     from localidx.retrieve.search import search_response
-    from localidx.tokens import count
+    from localidx.text.tokens import count
 
     targets = question["targets"]
     row: dict = {"query": question["query"], "category": question["category"]}
@@ -246,7 +246,7 @@ def package_rows(package: str, args, budgets: list[int]) -> list[dict]:
     import run_eval
 
     from localidx.config import load_settings
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
     from localidx.store.index import open_index
 
     root = run_eval.prepare_repo(package, args.work / "packages")

@@ -108,7 +108,7 @@ def _file_rows(job):
 
     from localidx.chunk import chunk_file
     from localidx.config import Settings
-    from localidx.indexer import _row
+    from localidx.index.indexer import _row
 
     path, model_id = job
     data = Path(path).read_bytes()
@@ -119,7 +119,7 @@ def _file_rows(job):
 
 def real_rows(want: int, model_id: str) -> list[list[dict]]:
     """Rows of real stdlib files, grouped by file, until ``want`` rows (on every core, before lancedb is imported)."""
-    from localidx.workers import map_files
+    from localidx.index.workers import map_files
 
     files = stdlib_files()
     out, total = [], 0

@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from _corpus import WORK, git  # noqa: E402
 from secret_shapes import make_repository_files  # noqa: E402
 
-from localidx.redact import redact, redact_env  # noqa: E402
+from localidx.safety.redact import redact, redact_env  # noqa: E402
 
 TEXT_SUFFIXES = {".py", ".js", ".ts", ".tsx", ".jsx", ".go", ".rs", ".java", ".kt", ".rb", ".php", ".c", ".h", ".cc",
                  ".cpp", ".hpp", ".cs", ".swift", ".scala", ".ex", ".exs", ".hs", ".lua", ".zig", ".sh", ".bash",
@@ -270,7 +270,7 @@ def compare_speed(files: list[tuple[str, Path]], baseline: Path, rounds: int = 4
         data = path.read_bytes()
         if b"\0" not in data[:8192]:
             texts.append((label, data.decode("utf-8", errors="replace")))
-    from localidx import redact as ours
+    from localidx.safety import redact as ours
 
     best = {"ours": float("inf"), "baseline": float("inf")}
     for _ in range(rounds):
@@ -308,8 +308,8 @@ def _repeated(unit: str, size: int) -> str:
 def worst_case_lines() -> list[tuple[str, str, object, object]]:
     """(what, line shape, redact function, size -> line) for every pattern's literal and every secret name followed
     by every filler: ``literal+filler`` repeated, and one literal then the filler repeated; ``redact_env`` too."""
-    from localidx import redact as r
-    from localidx import secret_scan
+    from localidx.safety import redact as r
+    from localidx.safety import secret_scan
 
     cases: list[tuple[str, str, object, object]] = []
 
@@ -418,7 +418,7 @@ def main() -> None:
     print(f"generated: {len(secrets)} secrets, {len(shapes)} shapes, {len(kinds)} kinds of file ({', '.join(kinds)}), "
           f"{len(files)} files")
     print("recall (a secret is caught when no probe of it is left in the redacted text):")
-    _print_recall("localidx.redact", recall(files, secrets))
+    _print_recall("localidx.safety.redact", recall(files, secrets))
     if args.detect_secrets_python:
         _print_recall("detect-secrets (line reported)",
                       detect_secrets_recall(args.detect_secrets_python, files, secrets, WORK / "redaction-ds"))
@@ -435,7 +435,7 @@ def main() -> None:
     corpus = corpus_files(args.corpus, int(args.max_mb_per_repo * 1e6))
     print(f"real code: {len(corpus)} text files from {', '.join(str(c) for c in args.corpus)} "
           f"(at most {args.max_mb_per_repo:g} MB per repository)")
-    _print_fp("localidx.redact", false_positives(corpus))
+    _print_fp("localidx.safety.redact", false_positives(corpus))
     if args.baseline:
         mb, ours, theirs = compare_speed(corpus, args.baseline)
         print(f"  against {args.baseline}: {ours:.1f} MB/s here, {theirs:.1f} MB/s there over {mb:.1f} MB "

@@ -147,9 +147,9 @@ def cold_index(name: str, repo: Path, root: str, work: Path, semble: str, semble
 
 def daemon_search_p50(repo: Path, env: dict, queries: list[str]) -> list[float]:
     """``search/query`` through one connection to the running daemon: seconds per request."""
-    from localidx.client import connect
     from localidx.config import load_settings
     from localidx.discover import find_root
+    from localidx.interface.client import connect
 
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)

@@ -99,7 +99,7 @@ def synthetic_repo(root: Path, chunks: int) -> Path:
 
 def index_localidx(root: Path, home: Path):
     from localidx.config import load_settings
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
     from localidx.store.index import open_index
 
     settings = load_settings(root, {"home": str(home)})
@@ -111,8 +111,8 @@ def index_localidx(root: Path, home: Path):
 
 def start_daemon(root: Path, chunks: int, env: dict):
     """The work tree's daemon started, once its copy of the index is loaded: a connection to it."""
-    from localidx.client import connect
     from localidx.config import load_settings
+    from localidx.interface.client import connect
 
     subprocess.run([sys.executable, "-m", "localidx", "daemon", "start"], cwd=root, env=env, check=True,
                    capture_output=True)

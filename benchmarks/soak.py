@@ -256,10 +256,10 @@ def check_state(root: Path, state: dict, embedded: bool, found: Findings) -> Non
     import pygit2
 
     from localidx.chunk.config import config_language
-    from localidx.records import CODE_KINDS
     from localidx.config import load_settings
     from localidx.discover.files import decode_source
-    from localidx.redact import redact, redact_env
+    from localidx.records import CODE_KINDS
+    from localidx.safety.redact import redact, redact_env
 
     records, rows = state["records"], state["rows"]
     for line in state["damage"]:

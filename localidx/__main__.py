@@ -12,6 +12,6 @@ import sys
 if sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from localidx.entry import main  # noqa: E402
+from localidx.interface.entry import main  # noqa: E402
 
 main()

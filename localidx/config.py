@@ -1,7 +1,8 @@
 """One Settings object for the whole program.
 
 Precedence, highest first: a CLI flag > a ``LOCALIDX_*`` environment variable > ``.localidx.toml`` at the repository
-root > ``[tool.localidx]`` in the root's ``pyproject.toml`` > the user's own ``config.toml`` (``localidx.trust``'s
+root > ``[tool.localidx]`` in the root's ``pyproject.toml`` > the user's own ``config.toml``
+(``localidx.safety.trust``'s
 config dir) > the defaults below. Config files use the field names
 (``max_tokens = 384``), or a nested table for dotted names (``[embed] model = "..."``); environment variables are the
 upper-cased field name with dots as underscores (``LOCALIDX_MAX_TOKENS``, ``LOCALIDX_EMBED_MODEL``).
@@ -12,7 +13,8 @@ the setting, its source and what it may be; nothing is ever rounded, guessed or 
 
 Trust: a repository's files are its author's, not the user's. A value that could reach the network or a credential,
 read or write outside the work tree, or start more processes than there are cores (``RULES``' ``trust``) is taken
-from them only when the user trusts the file's exact content (``localidx trust``, recorded by ``localidx.trust``);
+from them only when the user trusts the file's exact content (``localidx trust``, recorded by
+``localidx.safety.trust``);
 otherwise it is left out and reported (``load_settings``' ``ignored``, ``trust_warning``), never an error. The
 user's own file, the environment and the flags are the user's, and always taken.
 """
@@ -27,7 +29,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from localidx.errors import ConfigError
-from localidx import tomlfile, trust
+from localidx import tomlfile
+from localidx.safety import trust
 
 
 
@@ -101,7 +104,8 @@ class _Rule:
     high: float | None = None
     check: object = None  # str -> bool, for strings
     allowed: str = ""
-    # Whether a repository's own file may set it only once the user trusts the file (localidx.trust): True for every
+    # Whether a repository's own file may set it only once the user trusts the file (localidx.safety.trust): True for
+    # every
     # value, or value -> bool for some (None: any file may set it).
     trust: object = None
     # A limit that protects the machine (memory, time, disk): an untrusted repository file may only tighten it, to
@@ -290,12 +294,12 @@ class ConfigFile:
 
     source: str  # how messages name it (the trust record's label too): the path, with " [tool.localidx]" for pyproject
     table: dict  # its whole localidx table, [profiles] included
-    trusted: bool  # the user's own file, or a repository file whose exact content the user trusts (localidx.trust)
+    trusted: bool  # the user's own file, or a repository file whose exact content the user trusts (safety.trust)
     digest: str = ""  # the hash trust records (repository files only)
 
 
 def user_file() -> ConfigFile | None:
-    """The user's own settings (``localidx.trust.user_config_path``), or None when there is no such file."""
+    """The user's own settings (``localidx.safety.trust.user_config_path``), or None when there is no such file."""
     path = trust.user_config_path()
     if not path.is_file():
         return None

@@ -1,7 +1,7 @@
 """Import statements read once: which modules a statement names, from its text alone.
 
-Place in the flow: the bottom layer, beside records.py. ``localidx.parse`` captures each import statement's text
-(the ``@import`` captures of the query files); two steps read it: [META] (``localidx.enrich``: a library the file
+Place in the flow: the bottom layer, beside records.py. ``localidx.chunk.parse`` captures each import statement's text
+(the ``@import`` captures of the query files); two steps read it: [META] (``localidx.chunk.enrich``: a library the file
 imports gives it a Role) and the call relations (``localidx.store.relations``: a called name resolves to a
 definition in a file the caller imports). Both read a statement through ``imported_modules``, so they agree on what
 it names.

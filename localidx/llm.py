@@ -8,7 +8,8 @@ model's window and streams the answer through ``stream_answer``) and the optiona
 
 Invariants:
 - The network is touched only by ``chat`` (and the helpers that call it), and only when ``llm_base_url`` is set: by
-  the user (their config.toml, the environment, a flag) or by a repository file the user trusts (``localidx.trust``).
+  the user (their config.toml, the environment, a flag) or by a repository file the user trusts
+  (``localidx.safety.trust``).
 - Every failure is one ``LLMError`` line naming the endpoint: unreachable, timed out, an HTTP error with the server's
   own message, an answer that is not JSON or has no message in it. ``LLMUnreachable`` (nobody answered at all) lets
   a caller that makes many calls stop at the first one instead of waiting on each.
@@ -78,7 +79,7 @@ def configured(settings: Settings) -> bool:
 
 def not_configured_message() -> str:
     """How to configure an LLM, for commands that need one (a few lines, ready to print)."""
-    from localidx.trust import user_config_path
+    from localidx.safety.trust import user_config_path
 
     return (
         "no LLM is configured. localidx speaks to any OpenAI-compatible server, for example llama.cpp's\n"

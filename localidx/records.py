@@ -7,11 +7,12 @@ the package (importing it runs no chunker code).
 
 A ``Chunk`` is born as a draft (kind, lines, text, symbol facts) in one of the chunkers under ``localidx.chunk``;
 ``localidx.chunk.finalize`` then gives it its identity (``id``, ``span_hash``, ``content_hash``), its token count and
-its [META] ``header`` from ``localidx.enrich``; ``search_text`` is the header plus the text. Nothing downstream edits a chunk.
+its [META] ``header`` from ``localidx.chunk.enrich``; ``search_text`` is the header plus the text. Nothing downstream
+edits a chunk.
 
 Invariants:
 - ``start_line``/``end_line`` are 1-based and inclusive, and always refer to the original file, also after redaction.
-- ``text`` is already redacted (``localidx.redact``): no secret value leaves the chunker.
+- ``text`` is already redacted (``localidx.safety.redact``): no secret value leaves the chunker.
 - ``kind`` is one of ``KINDS``.
 """
 
@@ -60,7 +61,7 @@ class Chunk:
     span_hash: str = ""
     content_hash: str = ""
     token_count: int = 0
-    header: str = ""  # the [META] lines (localidx.enrich)
+    header: str = ""  # the [META] lines (localidx.chunk.enrich)
 
     @property
     def search_text(self) -> str:
@@ -99,7 +100,7 @@ class FileContext:
     endpoints: list[Endpoint] = field(default_factory=list)
     invalid_utf8: bool = False
     # The file's redacted lines joined by "\n", and where each line starts in it: a chunk whose text is a run of
-    # whole lines of this text can be answered from facts found once per file (``localidx.enrich``).
+    # whole lines of this text can be answered from facts found once per file (``localidx.chunk.enrich``).
     text: str = ""
     line_starts: list[int] = field(default_factory=list)
     memo: dict = field(default_factory=dict, repr=False, compare=False)  # per-file facts, filled by enrich

@@ -178,7 +178,7 @@ def indexed_once(tmp_path_factory, name: str, files: dict[str, str]):
     module-scoped fixture: the per-test registry fixture is not active there, so the registry is pointed away from
     the user's here, for as long as the ``with`` lasts."""
     from localidx.config import load_settings
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
     from localidx.store.index import open_index
 
     base = tmp_path_factory.mktemp(name)

@@ -14,8 +14,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "localidx"
-BOTTOM = frozenset({"localidx", "localidx.errors", "localidx.imports", "localidx.records", "localidx.text",
-                    "localidx.tokens", "localidx.tomlfile"})
+BOTTOM = frozenset({"localidx", "localidx.errors", "localidx.imports", "localidx.records", "localidx.text.safe",
+                    "localidx.text.tokens", "localidx.tomlfile"})
 
 
 def _modules() -> dict[str, Path]:
@@ -28,7 +28,7 @@ def _modules() -> dict[str, Path]:
 
 
 def _imported(node: ast.AST, modules: dict[str, Path]) -> set[str]:
-    """The package's modules an import statement names (``from localidx import tokens`` names ``localidx.tokens``)."""
+    """The package's modules an import statement names (``from localidx.text import tokens`` names ``localidx.text.tokens``)."""
     targets: list[str] = []
     if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("localidx"):
         targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]

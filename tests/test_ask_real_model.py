@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(bool(llama_server.available()), reason=llama_ser
 WINDOW = 1024
 ANSWER_TOKENS = 24
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ["localidx/llm.py", "localidx/config.py", "localidx/tokens.py", "localidx/errors.py"]
+SOURCES = ["localidx/llm.py", "localidx/config.py", "localidx/text/tokens.py", "localidx/errors.py"]
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,11 @@ import pytest
 
 from conftest import AUTH_MODULE, AUTH_README, ScriptedServer, daemon_environment, daemon_like
 from localidx import __version__
-from localidx.backend import Backend
-from localidx.client import probe, stop_daemon
 from localidx.config import load_settings
 from localidx.daemon import lifecycle
 from localidx.errors import ConfigError, UsageError
+from localidx.interface.backend import Backend
+from localidx.interface.client import probe, stop_daemon
 
 
 
@@ -124,7 +124,7 @@ def test_a_client_of_other_settings_leaves_the_daemon_alone(repo, capfd, monkeyp
     """Found by indexing real repositories from another shell while a search's daemon ran: the command restarted
     the daemon with its own settings. A client whose environment differs answers in its own process, says why in
     one line, and a rebuild it asks for is refused with what to do; the daemon others use keeps running."""
-    from localidx.lock import IndexBusy
+    from localidx.store.lock import IndexBusy
 
     root, pids = repo
     old = backend(root, "start").status()["daemon"]
@@ -214,8 +214,8 @@ def test_an_unknown_policy_is_refused(repo):
 
 
 def test_the_command_policy_follows_the_flag_the_setting_and_ci():
-    from localidx.backend import command_policy
     from localidx.config import Settings
+    from localidx.interface.backend import command_policy
 
     auto, running, never = (Settings(daemon=value) for value in ("auto", "running", "never"))
     assert command_policy(auto, env={}) == "auto"
@@ -258,7 +258,7 @@ def test_the_auto_policy_starts_no_daemon_for_a_work_tree_with_nothing_indexed(r
 
 def test_the_auto_policy_starts_nothing_while_the_index_is_held(repo):
     """An indexer (or a daemon on its way up) holds the write lock: a second daemon would only wait for it."""
-    from localidx.lock import WriteLock
+    from localidx.store.lock import WriteLock
 
     root, _pids = repo
     backend(root, "never").index()
@@ -272,7 +272,7 @@ def test_the_auto_policy_starts_nothing_while_the_index_is_held(repo):
 def test_a_daemon_that_cannot_start_costs_the_auto_policy_nothing(repo, monkeypatch):
     """The daemon cannot make its socket's directory: this call and the next are answered here, the failure is in
     the daemon's log, and no other daemon is started for a while (``RETRY_START_S``)."""
-    from localidx import client
+    from localidx.interface import client
 
     root, _pids = repo
     backend(root, "never").index()

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from localidx import tokens
+from localidx.text import tokens
 from localidx.chunk import chunk_file
 from localidx.config import Settings
 
@@ -147,7 +147,7 @@ def test_ids_are_deterministic_and_follow_content():
 
 def test_parser_timeout_gives_a_sentinel_and_keeps_the_text(monkeypatch):
     # The parse timeout bounds redaction too (test_redact_index.py); here the parser alone runs out of time.
-    monkeypatch.setattr("localidx.secret_scan.deadline_after", lambda seconds: None)
+    monkeypatch.setattr("localidx.safety.secret_scan.deadline_after", lambda seconds: None)
     text = _generated_python(1, functions=200)
     result = chunk_file("slow.py", text.encode(), Settings(parse_timeout_s=1e-6))
     [error] = [c for c in result.chunks if c.kind == "error"]

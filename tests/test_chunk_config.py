@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localidx import tokens
+from localidx.text import tokens
 from localidx.chunk.config import CONFIG_LANGUAGES, chunk_config, config_language
 from localidx.config import Settings
 

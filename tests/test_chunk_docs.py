@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from localidx import tokens
+from localidx.text import tokens
 from localidx.chunk.docs import check_docs, chunk_markdown
 from localidx.config import Settings
 from localidx.records import LEVEL_CONTENT

@@ -16,8 +16,8 @@ import pytest
 
 from conftest import ScriptedServer, daemon_like
 from localidx import protocol
-from localidx.client import (Client, DaemonError, DaemonTimeout, DaemonUnavailable, VersionMismatch, connect,
-                             connect_as_is)
+from localidx.interface.client import (Client, DaemonError, DaemonTimeout, DaemonUnavailable, VersionMismatch, connect,
+                                       connect_as_is)
 from localidx.config import load_settings
 from localidx.daemon import lifecycle
 from localidx.errors import ConfigError, UsageError
@@ -136,7 +136,7 @@ def test_stale_files_of_a_dead_daemon_are_removed(worktree):
 
 
 def test_files_are_kept_while_the_write_lock_is_held(worktree):
-    from localidx.lock import WriteLock
+    from localidx.store.lock import WriteLock
 
     _root, _settings, paths = worktree
     lifecycle.write_status(paths.status, {"pid": 999_999_999, "socket": str(paths.socket)})
@@ -210,7 +210,7 @@ def test_a_hello_from_another_package_version_is_a_version_mismatch(worktree):
     root, settings, paths = worktree
     server = ScriptedServer(paths.socket, daemon_like(root, package_version="0.0.0-old"))
     try:
-        from localidx.client import _handshake
+        from localidx.interface.client import _handshake
 
         with pytest.raises(VersionMismatch):
             _handshake(paths, 2.0)
@@ -262,7 +262,7 @@ def test_a_request_can_wait_without_a_timeout(worktree):
 
 
 def test_importing_the_client_stays_light():
-    code = ("import sys, localidx.client, localidx.daemon.lifecycle; "
+    code = ("import sys, localidx.interface.client, localidx.daemon.lifecycle; "
             "print(sorted(m for m in ('lancedb', 'pyarrow', 'tree_sitter', 'numpy', 'fastembed') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -334,7 +334,7 @@ def test_a_daemon_that_refuses_the_hello_parameters_is_another_version(worktree)
 
     server = ScriptedServer(paths.socket, respond)
     try:
-        from localidx.client import _handshake
+        from localidx.interface.client import _handshake
 
         with pytest.raises(VersionMismatch):
             _handshake(paths, 2.0)

@@ -145,7 +145,7 @@ def org_rows(uri: Path) -> dict[str, dict[str, dict]]:
 def local_rows(root: Path, home: Path) -> dict[str, dict]:
     """{id: row} of a local index of the work tree at ``root`` (built now, in its own state dir)."""
     from localidx.config import load_settings
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
     from localidx.store.index import open_index
 
     settings = load_settings(root, {"embed_model": "fake", "home": str(home)}, env={})
@@ -198,7 +198,7 @@ def test_the_cluster_index_equals_three_local_indexes(org, tmp_path):
 
 @needs_cluster
 def test_status_lists_repositories_commits_and_counts(org):
-    from localidx.cluster.read import status
+    from localidx.retrieve.shared_index import status
 
     report = status(str(org["uri"]))
     (entry,) = report["sets"]
@@ -245,7 +245,7 @@ def test_a_rerun_after_a_commit_embeds_only_the_changed_chunks(ray_local, tmp_pa
     assert (third.repos_changed, third.chunks_written, third.chunks_embedded) == (0, 0, 0)
     assert third.repos_pruned == ["gamma"] and third.chunks_deleted == len(after["gamma"])
     assert org_rows(uri) == {"alpha": after["alpha"], "beta": after["beta"]}
-    from localidx.cluster.read import status
+    from localidx.retrieve.shared_index import status
 
     assert [r["repo"] for r in status(str(uri))["sets"][0]["repos"]] == ["alpha", "beta"]
 
@@ -275,7 +275,7 @@ def localidx(*args: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
 @needs_cluster
 def test_a_laptop_reads_the_shared_index_and_prefers_its_own_work_tree(org, tmp_path, monkeypatch):
     from localidx.config import load_settings
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
 
     laptop = tmp_path / "laptop" / "alpha"
     git(tmp_path, "clone", "-q", str(org["repos"]["alpha"]), str(laptop))
@@ -318,7 +318,7 @@ def test_a_laptop_reads_the_shared_index_and_prefers_its_own_work_tree(org, tmp_
     # MCP's rag_search_global, in process, as an editor's assistant calls it from the laptop's work tree.
     import mcp
 
-    from localidx.mcp_server import create_server
+    from localidx.interface.mcp_server import create_server
 
     monkeypatch.setenv("LOCALIDX_SHARED_INDEX", str(org["uri"]))
     monkeypatch.setenv("LOCALIDX_EMBED_MODEL", "fake")
@@ -336,7 +336,7 @@ def test_a_laptop_reads_the_shared_index_and_prefers_its_own_work_tree(org, tmp_
 @needs_cluster
 def test_an_unreadable_shared_index_costs_only_its_results(org, tmp_path):
     from localidx.config import load_settings
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
 
     laptop = init_repo(tmp_path / "mine", {"tool.py": "def shipping_label(parcel):\n    return parcel.address\n"})
     run_index(laptop, True, load_settings(laptop, {"embed_model": "fake", "home": str(tmp_path / "mine-index")}))
@@ -359,7 +359,7 @@ def test_credentials_never_appear_in_output_logs_tables_or_status(org, tmp_path,
     """Storage and git credentials live in the environment; a job and ``status`` print and store none of them."""
     import lancedb
 
-    from localidx.cli import main
+    from localidx.interface.cli import main
 
     for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_ACCOUNT_KEY",
                  "GOOGLE_SERVICE_ACCOUNT_KEY", "GIT_PASSWORD", "LOCALIDX_LLM_API_KEY"):

@@ -13,11 +13,11 @@ import gc
 import pytest
 
 from localidx.config import load_settings
-from localidx.indexer import run_index
+from localidx.index.indexer import run_index
+from localidx.paths import index_paths
 from localidx.store import compact
 from localidx.store.index import open_index
 from localidx.store.lance import release_pinned
-from localidx.store.paths import index_paths
 from tests.conftest import git, init_repo, write_files
 from tests.test_daemon import run_dir  # noqa: F401 - a fixture
 

@@ -16,10 +16,10 @@ from conftest import git, indexed_once, init_repo
 from llm_stub import serve_llm, user_message
 from localidx.config import load_settings
 from localidx.errors import UsageError
-from localidx.indexer import run_index
-from localidx.store.index import open_index
+from localidx.index.indexer import run_index
 from localidx.retrieve.context import RESPONSE_KEYS, build_for_repository
 from localidx.retrieve.merge import auto_merge, fit_pack
+from localidx.store.index import open_index
 
 TOKENS = '''"""Token helpers: signing and verification of session tokens."""
 import hashlib
@@ -343,7 +343,7 @@ def test_a_pasted_report_is_read_line_by_line_as_search_reads_it(repo):
 def test_the_pack_names_the_ranked_files_its_excerpts_leave_out_within_the_budget(repo):
     """A small pack holds few files: the files the search ranked but no excerpt comes from are named, a line each,
     under the excerpts, and their tokens count in the budget, as everything the model receives does."""
-    from localidx.tokens import count
+    from localidx.text.tokens import count
 
     r = pack(repo, "verify token signature secret session billing charge", max_tokens=400, top_k=1)
     excerpted = {m["path"] for m in r["matches"]}
@@ -587,7 +587,7 @@ def test_auto_merge_edge_cases():
 def _measure(matches, shown):
     """A pack's size as the renderer counts it, simplified: 10 tokens of frame, 5 per excerpt, its text's and
     relations' cl100k tokens, 2 per file line."""
-    from localidx.tokens import count
+    from localidx.text.tokens import count
 
     return 10 + sum(5 + count(m["text"]) + count(m.get("uses") or "") for m in matches) + 2 * shown
 
@@ -610,7 +610,7 @@ def test_the_budget_takes_hits_in_rank_order_then_files_then_relations_then_neig
 
 
 def test_the_budget_cuts_the_best_hit_to_whole_lines_or_refuses():
-    from localidx.tokens import count
+    from localidx.text.tokens import count
 
     kept, _shown, stats = fit_pack([_m("l", 10, 400)], [], 0, _measure, 100)
     cut = kept[0]
@@ -754,7 +754,7 @@ def test_the_socket_serves_the_same_pack_as_the_cli(make_repo, cli_env):
     in_process = json.loads(_cli(root, "context", "verify token signature", "--json").stdout)
     assert _cli(root, "daemon", "start").returncode == 0
     try:
-        from localidx.client import connect
+        from localidx.interface.client import connect
 
         settings = load_settings(root)
         with connect(root, True, settings) as client:
@@ -814,7 +814,7 @@ def code_repo(tmp_path_factory):
 def test_the_printed_pack_is_within_max_tokens_counted_as_a_model_counts(code_repo, budget):
     # Before: 800 printed 1,475 tokens, 2,000 printed 3,561 (the stats said 1,946: the excerpts alone), 8,000 was
     # lowered to 4,000, and every budget under 1,600 warned that auto-merge was skipped.
-    from localidx.tokens import count
+    from localidx.text.tokens import count
 
     root, env = code_repo
     question = "how is the context pack cut to the token budget"

@@ -191,7 +191,7 @@ def test_searching_through_the_daemon_does_not_import_lancedb_in_the_cli(daemons
     d.ready()
     code = ("import atexit, sys\n"
             "atexit.register(lambda: sys.stderr.write('LANCEDB=%s\\n' % ('lancedb' in sys.modules)))\n"
-            "from localidx.cli import main\n"
+            "from localidx.interface.cli import main\n"
             "main(['search', 'verify token'])\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=d.root, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -349,9 +349,10 @@ def test_a_daemon_being_started_counts_as_running_and_only_its_starter_says_so(d
 
 
 HEAVY = ("lancedb", "pyarrow", "numpy", "pandas", "tree_sitter", "onnxruntime", "tokenizers", "pygit2", "pathspec")
-# Nor what only another command needs: the click CLI (localidx.console answers without it), discovery's filters,
+# Nor what only another command needs: the click CLI (localidx.interface.console answers without it), discovery's
+# filters,
 # starting a process, logging (nothing is logged on the way: localidx.lazylog).
-NOT_NEEDED = ("click", "localidx.cli", "localidx.discover.files", "subprocess", "logging")
+NOT_NEEDED = ("click", "localidx.interface.cli", "localidx.discover.files", "subprocess", "logging")
 
 
 def test_a_search_through_the_daemon_imports_nothing_heavy(daemons):
@@ -366,12 +367,12 @@ def test_a_search_through_the_daemon_imports_nothing_heavy(daemons):
         assert proc.returncode == 0 and "auth.py" in proc.stdout, proc.stderr[-2000:]
         imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
                     if line.startswith("import time")}
-        assert "localidx.client" in imported
+        assert "localidx.interface.client" in imported
         assert sorted(m for m in imported if m.split(".")[0] in HEAVY) == []
         assert sorted(m for m in imported if m in NOT_NEEDED or m.split(".")[0] in NOT_NEEDED) == []
 
 
-CLICK_CLI = "import sys; from localidx.cli import main; main(sys.argv[1:])"  # the CLI without the fast path
+CLICK_CLI = "import sys; from localidx.interface.cli import main; main(sys.argv[1:])"  # the CLI without the fast path
 
 
 SEARCHES = [
@@ -392,7 +393,8 @@ SEARCHES = [
 
 
 def test_a_search_through_the_daemon_prints_what_the_click_cli_prints(daemons):
-    """``localidx search`` answered without click (localidx.entry) is byte for byte what the click command prints,
+    """``localidx search`` answered without click (localidx.interface.entry) is byte for byte what the click command
+    prints,
     with the same exit status, for plain, JSON, file and coloured output, and for every error."""
     d = daemons
     d.start()
@@ -596,7 +598,7 @@ def test_hello_with_another_version_answers_version_mismatch(daemons):
 
 
 def test_connect_restarts_a_daemon_of_another_package_version_once(daemons):
-    from localidx.client import connect
+    from localidx.interface.client import connect
 
     d = daemons
     old_pid = d.start(env={lifecycle.FAKE_VERSION_ENV: "0.0.1-old"})
@@ -933,7 +935,7 @@ def read_until_id(raw: Raw, id_) -> tuple[dict, list[dict]]:
 def test_200_clients_at_once_are_all_answered_and_idle_clients_hold_no_thread(daemons):
     from concurrent.futures import ThreadPoolExecutor
 
-    from localidx.client import connect
+    from localidx.interface.client import connect
 
     d = daemons
     pid = d.start()
@@ -976,7 +978,7 @@ def test_200_clients_at_once_are_all_answered_and_idle_clients_hold_no_thread(da
 def test_past_the_connection_cap_a_client_is_told_so_and_the_client_waits_for_a_free_slot(daemons):
     import threading
 
-    from localidx.client import connect
+    from localidx.interface.client import connect
 
     d = daemons
     d.start(env={"LOCALIDX_DAEMON_MAX_CONNECTIONS": "8"})
@@ -1118,7 +1120,7 @@ def test_a_subscriber_hears_about_runs_and_does_not_keep_the_daemon_up(daemons):
 def test_an_edited_config_restarts_the_daemon_once_with_the_new_settings(daemons):
     """A daemon keeps the settings it started with; the first client whose settings differ (here an edited
     .localidx.toml) has it restarted, and the new daemon runs with the file as it is now."""
-    from localidx.client import connect
+    from localidx.interface.client import connect
 
     d = daemons
     old_pid = d.start()
@@ -1167,7 +1169,7 @@ def test_a_client_of_other_settings_is_answered_without_stopping_the_daemon(daem
 def test_a_reindex_that_waited_is_over_when_it_answers(daemons):
     """The answer to a waiting index/reindex comes after the writer stopped running: the status asked next says
     READY, not INDEXING (the VS Code integration test found the reply sent while the run still counted as running)."""
-    from localidx.client import connect
+    from localidx.interface.client import connect
 
     d = daemons
     d.start()

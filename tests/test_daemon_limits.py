@@ -14,9 +14,9 @@ import pytest
 
 from conftest import AUTH_MODULE, ScriptedServer, daemon_like
 from localidx import protocol
-from localidx.client import DaemonUnavailable, stop_daemon
 from localidx.daemon import lifecycle
 from localidx.errors import ConfigError
+from localidx.interface.client import DaemonUnavailable, stop_daemon
 from test_daemon import daemons, run_dir  # noqa: F401 - fixtures
 
 CLIENTS = 20

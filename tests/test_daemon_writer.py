@@ -15,10 +15,10 @@ from conftest import init_repo
 from localidx.config import load_settings
 from localidx.daemon.writer import Writer
 from localidx.embed.fake import FakeEmbedder
+from localidx.paths import index_paths
 from localidx.protocol import SHUTTING_DOWN, ProtocolError
 from localidx.retrieve import search
 from localidx.store.index import open_index
-from localidx.store.paths import index_paths
 
 TIMEOUT = 60
 

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import BILLING_MODULE
 from localidx.config import load_settings
-from localidx.indexer import run_index
+from localidx.index.indexer import run_index
 from localidx.store.index import open_index
 
 FILES = {f"pkg/mod_{i:02d}.py": f'"""Module {i}."""\n\n\ndef compute_{i}(value):\n    """Scale value {i}."""\n'
@@ -238,8 +238,8 @@ def test_a_reader_whose_generation_a_rebuild_dropped_reads_the_new_one_and_marks
     """Found by searching with no daemon while `index --rebuild` ran in another terminal: a search that had opened
     the old generation, which an asked-for rebuild drops as soon as it switches, said "not indexed yet", or, caught
     mid-read, called the index damaged and left the marker that makes the next `localidx index` rebuild it all."""
-    from localidx.backend import Backend
     from localidx.errors import IndexDamaged, IndexSwitched
+    from localidx.interface.backend import Backend
     from localidx.retrieve.context import build_for_repository
     from localidx.retrieve.search import search
     from localidx.store import index as index_module
@@ -417,7 +417,7 @@ def test_a_text_the_model_fails_on_costs_its_vector_only_and_is_not_retried(make
 
 
 def status_in_process(root: Path, settings) -> dict:
-    from localidx.status import index_status
+    from localidx.index.status import index_status
 
     return index_status(root, True, settings)
 

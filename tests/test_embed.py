@@ -264,9 +264,9 @@ def test_camel_case_is_split_before_tokenising(small_static):
 def test_real_static_table_builds_once_offline_and_finds_by_meaning(make_repo, tmp_path, monkeypatch, caplog):
     """The whole vocabulary through the shipped model into an empty cache (tens of seconds), then an index."""
     from localidx.config import load_settings
-    from localidx.indexer import run_index
-    from localidx.store.index import open_index
+    from localidx.index.indexer import run_index
     from localidx.retrieve.search import search
+    from localidx.store.index import open_index
 
     monkeypatch.setenv("LOCALIDX_CACHE_DIR", str(tmp_path / "cache"))
     with caplog.at_level(logging.WARNING, logger="localidx.embed.static"):
@@ -307,7 +307,7 @@ def test_a_static_model_writes_every_row_with_its_vector_where_a_slow_one_leaves
     their vectors and BM25 answers meanwhile."""
     from localidx.config import load_settings
     from localidx.embed.fake import FakeEmbedder
-    from localidx.indexer import sync_work_tree
+    from localidx.index.indexer import sync_work_tree
     from localidx.store.index import open_index
 
     body = "".join(f"    step_{j} = value * {j} + offset  # step {j} of the calculation\n" for j in range(24))

@@ -1,10 +1,11 @@
-"""The [META] header and tags a user's search depends on (``localidx.enrich``)."""
+"""The [META] header and tags a user's search depends on (``localidx.chunk.enrich``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from localidx import enrich, tokens
+from localidx.chunk import enrich
+from localidx.text import tokens
 from localidx.records import Chunk, Endpoint, FileContext
 
 

@@ -1,4 +1,4 @@
-"""The search that is answered without click (localidx.entry) reads its command line as click's definition of
+"""The search that is answered without click (localidx.interface.entry) reads its command line as click's definition of
 ``search`` in cli.py does: the same options, types, choices, ranges and defaults, and the same values from the same
 arguments; whatever it does not read that way is left to click. (That its output and errors are click's is
 tests/test_daemon.py's, against a real daemon.)"""
@@ -10,8 +10,8 @@ import itertools
 import click
 import pytest
 
-from localidx import console, entry
-from localidx.cli import cli
+from localidx.interface import console, entry
+from localidx.interface.cli import cli
 
 SEARCH = cli.commands["search"]
 NOT_TAKEN = {"query", "all_repos", "no_daemon"}  # the query is read as words; the two others never reach a daemon

@@ -9,9 +9,9 @@ import pytest
 
 from localidx.config import load_settings
 from localidx.errors import UsageError
-from localidx.indexer import run_index
-from localidx.store.index import open_index
+from localidx.index.indexer import run_index
 from localidx.retrieve.evaluate import evaluate, load_queries, ranked_files, score_query
+from localidx.store.index import open_index
 
 FIXTURE = Path(__file__).parent / "fixtures" / "eval"
 

@@ -9,7 +9,7 @@ rules after them).
 from __future__ import annotations
 
 from localidx.config import load_settings
-from localidx.indexer import run_index
+from localidx.index.indexer import run_index
 from localidx.retrieve import search
 from localidx.retrieve.evidence import read_report
 from localidx.store.index import open_index

@@ -19,12 +19,12 @@ from llm_stub import Reply, error_body, serve_llm, unused_url, user_message
 from localidx.config import load_settings
 from localidx.embed.fake import FakeEmbedder
 from localidx.errors import ConfigError
-from localidx.indexer import run_index, sync_work_tree
+from localidx.index.explain import EXPLAIN_PREFIX
+from localidx.index.indexer import run_index, sync_work_tree
 from localidx.records import CODE_KINDS
+from localidx.retrieve import search
 from localidx.store.index import open_index
 from localidx.store.lance import embed_key
-from localidx.retrieve import search
-from localidx.explain import EXPLAIN_PREFIX
 
 MODULE = BILLING_MODULE
 

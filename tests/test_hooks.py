@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ScriptedServer, daemon_like
-from localidx import githooks, gitrepo, protocol
+from localidx import gitrepo, protocol
 from localidx.config import load_settings
 from localidx.daemon import lifecycle
+from localidx.interface import githooks
+from localidx.paths import index_paths
 from localidx.store.catalog import Catalog
-from localidx.store.paths import index_paths
 
 IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
 FOREIGN_POST_COMMIT = "#!/bin/sh\necho ran >> \"$(git rev-parse --git-dir)/../foreign-ran\"\n"
@@ -477,7 +478,7 @@ def test_event_files_round_trip_and_incomplete_ones_wait():
 
 def test_with_a_daemon_the_paths_go_to_index_reindex(indexed, env, monkeypatch, caplog):
     repo = indexed
-    caplog.set_level(logging.INFO, logger="localidx.githooks")
+    caplog.set_level(logging.INFO, logger="localidx.interface.githooks")
     run_dir = Path(tempfile.mkdtemp(prefix="lx-", dir="/tmp"))  # short: AF_UNIX paths stay under 104 bytes
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(run_dir))
     monkeypatch.delenv(lifecycle.SOCK_ENV, raising=False)
@@ -505,7 +506,7 @@ def test_with_a_daemon_the_paths_go_to_index_reindex(indexed, env, monkeypatch, 
 
 
 def test_with_a_running_daemon_a_commit_is_sent_to_it(repo, env, monkeypatch):
-    pytest.importorskip("localidx.client")
+    pytest.importorskip("localidx.interface.client")
     run_dir = Path(tempfile.mkdtemp(prefix="lx-", dir="/tmp"))  # short: AF_UNIX paths stay under 104 bytes
     env = dict(env, XDG_RUNTIME_DIR=str(run_dir), LOCALIDX_WATCH="0", LOCALIDX_DAEMON_IDLE_S="300")
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(run_dir))

@@ -28,7 +28,7 @@ from mcp import StdioServerParameters
 
 from conftest import AUTH_MODULE, AUTH_README, git
 from llm_stub import serve_llm
-from localidx import githooks
+from localidx.interface import githooks
 from localidx.daemon import lifecycle
 
 SECRET = "hostile-test-credential-5d1f0c"  # the value of the variable the repository names as its API key

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from localidx.config import load_settings
+from localidx.index.indexer import run_index
 from localidx.retrieve import arms
-from localidx.indexer import run_index
 from localidx.store import hot
 from localidx.store.index import open_index, pinned
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from localidx import enrich
+from localidx.chunk import enrich
 from localidx.config import load_settings
 from localidx.imports import Module, imported_modules
-from localidx.indexer import run_index
+from localidx.index.indexer import run_index
 from localidx.store.index import open_index
 from localidx.store.relations import Relations, import_keys
 

@@ -15,9 +15,9 @@ import pytest
 
 from conftest import BILLING_MODULE, git
 from localidx.config import load_settings
-from localidx.indexer import run_index
+from localidx.index.indexer import run_index
 from localidx.store.index import open_index
-from localidx.lock import WriteLock
+from localidx.store.lock import WriteLock
 
 MODULE = BILLING_MODULE
 
@@ -69,7 +69,7 @@ _NOTHING_TO_DO = """
 import json, sys
 from pathlib import Path
 from localidx.config import load_settings
-from localidx.indexer import run_index
+from localidx.index.indexer import run_index
 root = Path(sys.argv[1])
 settings = load_settings(root, {"embed_model": "fake", "home": sys.argv[2]})
 record = run_index(root, True, settings).to_dict()
@@ -95,8 +95,8 @@ def test_a_run_with_nothing_to_do_reads_the_catalog_and_never_opens_the_table(re
     assert embedding["lancedb"] and embedding["record"]["chunks_embedded"] == first.chunks_pending
     quiet = _run_apart(repo)
     assert not quiet["lancedb"] and not quiet["numpy"]
-    from localidx.indexer import open_for_writing, sync_work_tree
-    from localidx.store.paths import index_paths
+    from localidx.index.indexer import open_for_writing, sync_work_tree
+    from localidx.paths import index_paths
 
     settings = settings_for(repo)
     opened = open_for_writing(index_paths(repo, True, settings.home), settings)
@@ -343,7 +343,7 @@ def test_changing_the_model_rebuilds_cleanly(repo, tmp_path):
 def test_a_new_meta_version_rebuilds_and_embeds_only_the_chunks_whose_text_changed(repo, monkeypatch):
     """An upgrade that changes [META] rebuilds the index in a new table, but a chunk whose embedded text is the same
     takes its vector from the cache: upgrading does not re-embed a whole repository."""
-    import localidx.enrich as enrich
+    import localidx.chunk.enrich as enrich
 
     first = index(repo)
     monkeypatch.setattr(enrich, "META_VERSION", enrich.META_VERSION + 1)

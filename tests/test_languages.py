@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from localidx import tokens
+from localidx.text import tokens
 from localidx.chunk import chunk_file
 from localidx.config import Settings
 from localidx.languages import LANGUAGES, language_for_path

@@ -278,7 +278,7 @@ def test_the_window_comes_from_the_setting_the_server_or_an_assumption():
 def test_the_answer_is_reserved_from_the_window_and_the_ratio_measured_by_the_server():
     def server(request):
         if request["path"] == "/tokenize":  # a tokenizer that splits twice as finely as cl100k
-            from localidx import tokens
+            from localidx.text import tokens
 
             return {"tokens": list(range(2 * tokens.count(request["body"]["content"])))}
         return Reply(status=404, raw=b"")

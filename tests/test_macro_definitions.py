@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from localidx.chunk import chunk_file
+from localidx.chunk.parse import parse
 from localidx.config import Settings, load_settings
-from localidx.indexer import run_index
+from localidx.index.indexer import run_index
 from localidx.languages import language_for_path
-from localidx.parse import parse
 from localidx.retrieve.search import search_response
 from localidx.store.index import open_index
 

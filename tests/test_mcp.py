@@ -121,7 +121,7 @@ async def ok(client: mcp.Client, tool: str, arguments: dict) -> dict:
 
 async def context_of(client: mcp.Client, arguments: dict) -> tuple[str, dict, int]:
     """rag_context's (instructions, the JSON line after them, the cl100k tokens of the whole answer)."""
-    from localidx.tokens import count
+    from localidx.text.tokens import count
 
     result = await client.call_tool("rag_context", arguments)
     assert not result.is_error, text_of(result)
@@ -261,7 +261,7 @@ PROBE = """
 import asyncio, sys
 from pathlib import Path
 import mcp
-from localidx.mcp_server import create_server
+from localidx.interface.mcp_server import create_server
 
 async def main():
     async with mcp.Client(create_server(Path.cwd(), True)) as client:
@@ -370,7 +370,7 @@ async def test_nonsense_finds_nothing_from_every_tool_as_search_says(code_world)
 async def test_answers_fit_what_an_agent_can_afford(code_world):
     """Sizes in cl100k tokens, as an agent's model counts them: a brief search of 10 matches within 1,500, a pack
     within 1.1 times its maxTokens at every size, a status within 1,200."""
-    from localidx.tokens import count
+    from localidx.text.tokens import count
 
     async with server(code_world) as client:
         for tool in ("rag_search", "rag_search_global"):

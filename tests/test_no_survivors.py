@@ -1,4 +1,4 @@
-"""Nothing outlives a killed index run: the chunker's worker processes (localidx/workers.py), the fork server that
+"""Nothing outlives a killed index run: the chunker's worker processes (localidx/index/workers.py), the fork server that
 starts them and multiprocessing's resource tracker all end when the `localidx index` that started them is killed."""
 
 from __future__ import annotations

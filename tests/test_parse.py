@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from localidx.chunk.parse import ParseError, clean_doc, normalize_verb, parse
 from localidx.languages import language_for_path
-from localidx.parse import ParseError, clean_doc, normalize_verb, parse
 
 ORDERS = b'''"""Orders service."""
 import os

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from localidx.config import load_settings
+from localidx.index.indexer import run_index
+from localidx.retrieve import search
 import localidx.retrieve.docheads as docheads
 import localidx.retrieve.ranking as ranking
-from localidx.config import load_settings
-from localidx.indexer import run_index
-from localidx.retrieve import search
 from localidx.store.index import open_index
 
 PAD = "".join(f"    step_{n} = prepare(value, {n})\n" for n in range(12))

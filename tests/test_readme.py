@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 import pytest
 
-from localidx.cli import cli as cli_main
+from localidx.interface.cli import cli as cli_main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

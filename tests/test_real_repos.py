@@ -10,11 +10,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from localidx import tokens
 from localidx.chunk import chunk_file
 from localidx.config import load_settings
-from localidx.indexer import run_index
+from localidx.index.indexer import run_index
 from localidx.store.index import open_index
+from localidx.text import tokens
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real"
 
@@ -86,8 +86,8 @@ def test_node_text_read_after_the_parse_deadline_is_the_source_not_a_hang():
     import threading
     import time as clock
 
+    from localidx.chunk.parse import _parse_tree
     from localidx.languages import language_for_path
-    from localidx.parse import _parse_tree
 
     spec = language_for_path("lib/ffi.cpp")
     source = b'extern "C" {\n    int add(int a, int b) {\n        return a + b;\n    }\n}\n'

@@ -1,4 +1,4 @@
-"""Secrets never leave the chunker: what ``localidx.redact`` replaces, what it leaves alone, and that lines hold.
+"""Secrets never leave the chunker: what ``localidx.safety.redact`` replaces, what it leaves alone, and that lines hold.
 
 Every fake secret is assembled at run time from harmless pieces, so secret scanners do not flag this file.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from localidx.redact import redact, redact_env
+from localidx.safety.redact import redact, redact_env
 
 ALNUM = "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A7cD9"  # 40 characters of key-looking filler
 
@@ -251,7 +251,7 @@ def test_look_alikes_of_the_new_shapes_are_left_alone(text: str):
 def test_the_choke_point_redacts_every_field_of_a_chunk_and_its_file():
     """Signature, doc and decorators come from the parser (the file's bytes), not from the redacted text."""
     from localidx.records import Chunk, Endpoint, FileContext
-    from localidx.redact import scrub_chunks
+    from localidx.safety.redact import scrub_chunks
 
     key = "sk_live_" + ALNUM[:24]
     chunk = Chunk(path="a.py", language="python", kind="function", start_line=1, end_line=3, text="ok",
@@ -270,7 +270,7 @@ def test_the_choke_point_redacts_every_field_of_a_chunk_and_its_file():
 def test_log_records_are_redacted_before_a_handler_writes_them(tmp_path):
     import logging
 
-    from localidx.redact import LogFilter
+    from localidx.safety.redact import LogFilter
 
     handler = logging.FileHandler(tmp_path / "x.log")
     handler.addFilter(LogFilter())
@@ -361,7 +361,7 @@ def test_crafted_lines_cost_linear_time(line: str):
 
 
 def test_a_deadline_stops_redaction_with_an_error_not_a_partial_text():
-    from localidx.secret_scan import RedactionTimeout
+    from localidx.safety.secret_scan import RedactionTimeout
 
     with pytest.raises(RedactionTimeout):
         redact('x_token="abc"\n' * 50000, deadline=0.0)  # a monotonic clock is long past 0

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from localidx import registry
 from localidx.config import load_settings
-from localidx.indexer import run_index
-from localidx.store.paths import index_paths
+from localidx.index import registry
+from localidx.index.indexer import run_index
+from localidx.paths import index_paths
 
 AUTH = "def verify_token(token, secret):\n    return sign(token.payload, secret) == token.signature\n"
 BILLING = "def invoice_total(lines):\n    return sum(line.amount for line in lines)\n"
@@ -138,7 +138,7 @@ REGISTER_MANY = """
 import sys
 from pathlib import Path
 from localidx import registry
-from localidx.store.paths import index_paths
+from localidx.paths import index_paths
 
 base = Path(sys.argv[1])
 for n in range(int(sys.argv[2])):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from localidx.config import load_settings
-from localidx.indexer import run_index
+from localidx.index.indexer import run_index
 from localidx.store.index import open_index
 from localidx.store.relations import Relations, file_relations, import_keys, module_keys
 

@@ -17,9 +17,9 @@ import pytest
 
 from localidx.config import load_settings
 from localidx.errors import UsageError
-from localidx.indexer import run_index
-from localidx.store.index import open_index
+from localidx.index.indexer import run_index
 from localidx.retrieve import IndexNotReady, search
+from localidx.store.index import open_index
 
 QUOTED_DIR = "lib/it's here"
 

@@ -121,14 +121,14 @@ def test_color_always_highlights_the_terms_and_never_and_no_color_do_not(indexed
     assert "\x1b[1;31minvoice_total\x1b[0m" not in proc.stdout  # the term, not the identifier around it
     assert "\x1b[1;31minvoice\x1b[0m_\x1b[1;31mtotal\x1b[0m" in proc.stdout
     assert proc.stdout.startswith("\x1b[35mbilling/invoice.py:")
-    from localidx.highlight import use_color
+    from localidx.interface.highlight import use_color
 
     assert use_color("auto", is_tty=True, env={}) and not use_color("auto", is_tty=True, env={"NO_COLOR": "1"})
     assert not use_color("auto", is_tty=False, env={}) and not use_color("never", is_tty=True, env={})
 
 
 def test_a_match_by_meaning_alone_shows_its_first_lines(indexed):
-    from localidx.highlight import snippet
+    from localidx.interface.highlight import snippet
 
     lines = snippet("def f():\n\n    return 1\n    # end\n    pass\n", 10, ["zebra"])
     assert [(line.number, line.text) for line in lines] == [(10, "def f():"), (12, "    return 1"), (13, "    # end")]

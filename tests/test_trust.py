@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import init_repo
-from localidx import trust
+from localidx.safety import trust
 from localidx.config import load_settings, revoke_repository, trust_report, trust_repository, trust_warning
 from localidx.errors import ConfigError
 from localidx.retrieve.profiles import load_profiles, template_text
@@ -224,7 +224,7 @@ def test_an_untrusted_file_may_tighten_every_limit(tmp_path, isolated_config):
 
 def test_a_file_is_not_read_past_the_size_limit_even_when_it_grew_after_discovery(tmp_path):
     from localidx.discover.files import TooLarge, read_source
-    from localidx.workers import read_file
+    from localidx.index.workers import read_file
 
     sparse = tmp_path / "huge.bin"
     with open(sparse, "wb") as fh:

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from conftest import BILLING_MODULE, git
 from localidx.config import load_settings
-from localidx.indexer import run_index
+from localidx.index.indexer import run_index
 from localidx.store.lance import ChunkStore, cache_schema
 from localidx.store.vectors import VectorCache
 

@@ -1,4 +1,5 @@
-"""The chunking side of indexing (localidx/workers.py): results in job order on a pool of real processes, and a job
+"""The chunking side of indexing (localidx/index/workers.py): results in job order on a pool of real processes, and a
+job
 that kills its process costs that job only."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import pytest
 
 from crash_jobs import crashed, square_or_die, square_or_hang
 from localidx.config import load_settings
-from localidx.workers import chunk_changed_file, crashed_chunking, map_files
+from localidx.index.workers import chunk_changed_file, crashed_chunking, map_files
 
 
 @pytest.mark.parametrize("preload_lancedb", [False, True], ids=["fork", "forkserver"])
@@ -26,7 +27,7 @@ def test_a_job_that_kills_its_process_costs_that_job_only(preload_lancedb, monke
 
 
 def test_a_job_that_never_ends_is_stopped_and_costs_that_job_only(monkeypatch):
-    import localidx.workers as workers
+    import localidx.index.workers as workers
 
     monkeypatch.setattr(workers, "BATCH_TIMEOUT_S", 3.0)
     monkeypatch.setattr(workers, "ALONE_TIMEOUT_S", 3.0)
@@ -64,7 +65,7 @@ def main():
     import lancedb  # noqa: F401 - the indexer's situation: workers start from a fork server
     from concurrent.futures import ProcessPoolExecutor
     from crash_jobs import crashed, die_first
-    from localidx.workers import map_files
+    from localidx.index.workers import map_files
 
     start = ProcessPoolExecutor._spawn_process
 

@@ -170,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+    from localidx.chunk.enrich import META_VERSION
     from localidx.config import load_settings
-    from localidx.enrich import META_VERSION
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
     from localidx.retrieve.evaluate import evaluate
     from localidx.store.index import open_index
 

@@ -141,7 +141,7 @@ def _import_only(lines: list[str], imports: list[tuple[int, int, str]]) -> bool:
 def chunk_file(path: str, data: bytes, settings) -> FileChunks:
     """Chunk one file. ``path`` is repo-relative (forward slashes); ``data`` its bytes. Never raises: a chunker that
     fails costs the file its symbol chunks (``unparsed_file``), never the run."""
-    from localidx.secret_scan import RedactionTimeout
+    from localidx.safety.secret_scan import RedactionTimeout
 
     try:
         return _chunk_file(path, data, settings)
@@ -176,7 +176,7 @@ def unparsed_file(path: str, data: bytes, settings, reason: str) -> FileChunks:
     from localidx.chunk.windows import chunk_windows
     from localidx.discover import decode_source
     from localidx.languages import language_for_path, text_type
-    from localidx.redact import redact
+    from localidx.safety.redact import redact
 
     result = FileChunks(path=path, size=len(data), errors=[reason])
     try:
@@ -206,8 +206,8 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
     from localidx.chunk.windows import chunk_windows
     from localidx.discover import check_content, decode_source
     from localidx.languages import language_for_path, text_type
-    from localidx.redact import redact, redact_env
-    from localidx.secret_scan import deadline_after
+    from localidx.safety.redact import redact, redact_env
+    from localidx.safety.secret_scan import deadline_after
 
     result = FileChunks(path=path, size=len(data))
     reason = check_content(path, data, settings)
@@ -265,9 +265,9 @@ def _chunk_file(path: str, data: bytes, settings) -> FileChunks:
 
 def _chunk_source(path, spec, data, lines, settings, ctx, result) -> list[Chunk]:
     from localidx.chunk.code import chunk_code
+    from localidx.chunk.parse import ParseError, parse
     from localidx.chunk.summary import summary_chunk, wants_summary
     from localidx.chunk.windows import chunk_windows
-    from localidx.parse import ParseError, parse
 
     try:
         parsed = parse(spec, data, timeout_s=settings.parse_timeout_s)

@@ -26,11 +26,11 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from localidx import tokens
+from localidx.chunk.parse import ParsedFile, Symbol
 from localidx.chunk.split import split_lines
 from localidx.config import Settings
-from localidx.parse import ParsedFile, Symbol
 from localidx.records import Chunk
+from localidx.text import tokens
 
 GROUP = "group"  # the kind of a merged chunk whose symbols are of different kinds
 # The most of the budget that the end of a long leading comment may take in the part that holds the declaration it

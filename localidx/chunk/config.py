@@ -25,12 +25,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from localidx import tokens
 from localidx.chunk.docs import split_text_lines
 from localidx.chunk.split import split_lines
 from localidx.config import Settings
 from localidx.records import Chunk
-from localidx.text import valid_text
+from localidx.text import tokens
+from localidx.text.safe import valid_text
 
 # Extension (lower case, with the dot) or exact file name -> language. File names are looked up first.
 CONFIG_LANGUAGES: dict[str, str] = {

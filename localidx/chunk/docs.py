@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from localidx import tokens
+from localidx.text import tokens
 from localidx.chunk.split import split_lines
 from localidx.config import Settings
 from localidx.records import LEVEL_CONTENT, Chunk

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 
-from localidx import enrich, tokens
+import localidx.chunk.enrich as enrich
 from localidx.records import Chunk, FileContext
-from localidx.redact import scrub_chunks, scrub_header
+from localidx.safety.redact import scrub_chunks, scrub_header
+from localidx.text import tokens
 
 
 def _sha(text: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from localidx import tokens
+from localidx.text import tokens
 
 
 _PLAN_FILL = 0.92

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 
-from localidx import tokens
+from localidx.chunk.parse import ParsedFile
 from localidx.config import Settings
-from localidx.parse import ParsedFile
 from localidx.records import Chunk
+from localidx.text import tokens
 
 _SHOWN_PER_KIND = 8
 _SHOWN_ENDPOINTS = 30

@@ -1,6 +1,7 @@
 """The cluster job: a manifest of repositories -> one shared database, as a Ray Data pipeline.
 
-Place in the flow: the org-scale writer, beside ``localidx.indexer`` (which stays the writer of every local index).
+Place in the flow: the org-scale writer, beside ``localidx.index.indexer`` (which stays the writer of every local
+index).
 
     repositories -> prepare (a task per repository: checkout, discover, read what changed)
                  -> chunk   (CPU tasks: the library's chunker and row builder)

@@ -1,7 +1,8 @@
 """The shared database an organisation's index lives in: its tables, their schemas, and the job's single commits.
 
 Place in the flow: store, for ``localidx cluster index`` (the writer) and the laptops that read it
-(``localidx.cluster.read``). ``URI`` is anything LanceDB connects to: a local or shared-filesystem path, ``s3://``,
+(``localidx.retrieve.shared_index``). ``URI`` is anything LanceDB connects to: a local or shared-filesystem path,
+``s3://``,
 ``gs://``, ``az://``. Credentials come from the environment (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, read by Lance's
 object store itself) and are never passed, stored or printed by localidx; ``label`` is the URI without user info or
 query string, and is all that logs, errors and ``status`` ever show.
@@ -59,7 +60,7 @@ class Names:
 
 
 def table_names(model_id: str, dim: int) -> Names:
-    from localidx.enrich import META_VERSION
+    from localidx.chunk.enrich import META_VERSION
     from localidx.store.lance import SCHEMA_VERSION
 
     suffix = f"o{ORG_SCHEMA_VERSION}_s{SCHEMA_VERSION}_m{META_VERSION}_{_slug(model_id)}"

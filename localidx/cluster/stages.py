@@ -1,7 +1,8 @@
 """What runs inside the Ray tasks and actors of a cluster job: checkout -> discover -> chunk -> embed -> write.
 
-Place in the flow: the same steps as ``localidx.indexer``, with the library's own code doing each: ``discover`` lists
-a repository's files, ``localidx.workers.read_file`` reads them, ``localidx.chunk.chunk_file`` chunks them, the
+Place in the flow: the same steps as ``localidx.index.indexer``, with the library's own code doing each: ``discover``
+lists
+a repository's files, ``localidx.index.workers.read_file`` reads them, ``localidx.chunk.chunk_file`` chunks them, the
 indexer's row builder gives each chunk its row ([META], ``bm25_text``, ``embed_key``), ``localidx.embed`` embeds what
 the shared cache has never seen. So a repository's rows equal a local index's of the same commit. These functions
 take and return plain rows and Arrow tables; ``localidx.cluster.pipeline`` wires them into Ray Data. Nothing here
@@ -149,7 +150,7 @@ def prepare_repo(item: dict, job: JobSpec) -> list[dict]:
     from localidx.cluster.manifest import redact_url
     from localidx.cluster.shared import SharedDB, known_files
     from localidx.discover import discover
-    from localidx.workers import read_file
+    from localidx.index.workers import read_file
 
     name, url, ref = item["name"], item["url"], item["ref"]
     plan: dict = {"kind": "repo", "repo": name, "url": redact_url(url), "ref": ref, "commit": "", "error": "",
@@ -198,7 +199,7 @@ def prepare_repo(item: dict, job: JobSpec) -> list[dict]:
 
 def chunk_row(chunk, file_hash: str, model_id: str) -> dict:
     """A chunk's row, built by the indexer's own row builder (private today; to be switched to its public name)."""
-    from localidx import indexer
+    from localidx.index import indexer
 
     return indexer._row(chunk, file_hash, model_id)
 

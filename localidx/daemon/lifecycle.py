@@ -93,7 +93,7 @@ class DaemonPaths:
 
 def daemon_paths(root: Path, in_git: bool, settings: Settings) -> DaemonPaths:
     """The daemon files for the work tree at ``root``. Raises ConfigError when no safe socket path can be made."""
-    from localidx.store.paths import index_paths
+    from localidx.paths import index_paths
 
     paths = index_paths(root, in_git, settings.home)
     key = paths.worktree_key
@@ -177,7 +177,7 @@ def check_socket_dir(sock: Path, create: bool) -> None:
     if create:
         try:
             if directory == fallback_runtime_dir() and own:
-                from localidx.private import private_dir
+                from localidx.safety.private import private_dir
 
                 private_dir(directory)  # under the user's cache dir, which may not exist yet
             elif own:
@@ -342,7 +342,7 @@ def clean_stale(paths: DaemonPaths) -> dict | None:
     nothing listens on the socket and the lock is free; they are removed while holding the lock, so a daemon
     starting meanwhile cannot lose its fresh files. While the lock is held (a daemon starting or hung, or an
     indexing run) nothing is removed."""
-    from localidx.lock import IndexBusy, WriteLock
+    from localidx.store.lock import IndexBusy, WriteLock
 
     status = read_status(paths.status)
     sock = Path(status["socket"]) if status else paths.socket
@@ -368,7 +368,7 @@ def spawn(paths: DaemonPaths) -> subprocess.Popen:
     """Start ``localidx daemon run`` detached (its own session, stdio to the log) in the work tree; returns at once."""
     import subprocess  # here: a client that finds its daemon running starts none
 
-    from localidx.private import private_dir
+    from localidx.safety.private import private_dir
 
     private_dir(paths.worktree)
     # Two malloc arenas instead of glibc's 8 per core: the same speed, a few hundred MB less (daemon/memory.py).

@@ -33,7 +33,7 @@ def _setup_logging(path: Path, to_stderr: bool) -> list[logging.Handler]:
                                                            encoding="utf-8")]
     if to_stderr:
         handlers.append(logging.StreamHandler(sys.stderr))
-    from localidx.redact import LogFilter
+    from localidx.safety.redact import LogFilter
 
     for handler in handlers:
         handler.setFormatter(fmt)
@@ -75,8 +75,8 @@ def run_daemon(root: Path, in_git: bool, settings: Settings, log_to_stderr: bool
     """Serve the work tree at ``root`` until stopped (``localidx daemon run``); see the module docstring.
 
     Raises LocalidxError when another daemon already serves it, the socket dir is unsafe, or the lock is held."""
-    from localidx.lock import IndexBusy, WriteLock
-    from localidx.store.paths import index_paths
+    from localidx.paths import index_paths
+    from localidx.store.lock import IndexBusy, WriteLock
 
     if "MALLOC_ARENA_MAX" not in os.environ:
         memory.limit_arenas()  # a daemon started by hand; lifecycle.spawn sets the variable for its own

@@ -152,7 +152,7 @@ class Writer(threading.Thread):
 
     def run(self) -> None:
         try:
-            from localidx.indexer import open_for_writing
+            from localidx.index.indexer import open_for_writing
 
             index = open_for_writing(self.index_paths, self.settings, embedder=self.embedder)
         except BaseException as exc:  # reported by the server, which then exits
@@ -206,7 +206,7 @@ class Writer(threading.Thread):
         """Idle: delete the table versions the readers have let go of since the last run, rewrite the fragments
         if they need it (``indexer.compact_idle``)."""
         try:
-            from localidx.indexer import compact_idle
+            from localidx.index.indexer import compact_idle
 
             compact_idle(index, self.settings)
         except Exception:  # noqa: BLE001 - an index not compacted is only larger; the next pass tries again
@@ -223,7 +223,7 @@ class Writer(threading.Thread):
 
     def _run_once(self, index, only: list[str] | None, waiters: list[Future], reasons: str) -> None:
         from localidx.errors import IndexDamaged
-        from localidx.indexer import sync_work_tree
+        from localidx.index.indexer import sync_work_tree
 
         what = "everything" if only is None else f"{len(only)} paths"
         log.info("update: %s (%s)", what, reasons or "request")

@@ -24,7 +24,7 @@ from localidx import gitrepo
 from localidx.config import Settings
 from localidx.discover.root import file_kind
 from localidx.errors import UsageError
-from localidx.text import printable
+from localidx.text.safe import printable
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +191,8 @@ def own_state_dirs(root: Path, in_git: bool, settings: Settings) -> tuple[str, .
     the tree it indexes, and a daemon's watcher re-index its own writes."""
     import platformdirs
 
-    from localidx.store.paths import index_paths
-    from localidx.trust import config_dir
+    from localidx.paths import index_paths
+    from localidx.safety.trust import config_dir
 
     candidates = [index_paths(root, in_git, settings.home).state, Path(platformdirs.user_data_dir("localidx")),
                   Path(platformdirs.user_cache_dir("localidx")), config_dir()]
@@ -337,14 +337,14 @@ def secret_in_path(path: str) -> bool:
     answer, so it cannot be redacted like text: such a file is skipped, and listed with the secret redacted
     (``shown_path``), whatever ``include_secret_files`` says.
     """
-    from localidx.redact import redact
+    from localidx.safety.redact import redact
 
     return bool(redact(path)[1])
 
 
 def shown_path(path: str) -> str:
     """``path`` as it may be shown or kept in a skipped file's record: with any secret in it redacted."""
-    from localidx.redact import redact
+    from localidx.safety.redact import redact
 
     return redact(path)[0]
 

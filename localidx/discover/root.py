@@ -43,7 +43,7 @@ def _indexed_ancestor(directory: Path) -> Path | None:
     """The nearest of ``directory`` and its parents that is the root of a registered index, or None. Outside git
     this is what a work-tree root is inside it: a command run in a subdirectory of an indexed directory reads that
     directory's index."""
-    from localidx import registry
+    from localidx.index import registry
 
     try:
         roots = {Path(entry.root) for entry in registry.entries(prune=False)}

@@ -1,7 +1,7 @@
 """Search across repositories: ``localidx search --all-repos``.
 
-Place in the flow: retrieve, above ``search`` and ``localidx.cluster.read``. It opens every index the per-user
-registry lets cross-repository search read (``localidx.registry.open_all``: those the user shared, still the
+Place in the flow: retrieve, above ``search`` and ``localidx.retrieve.shared_index``. It opens every index the per-user
+registry lets cross-repository search read (``localidx.index.registry.open_all``: those the user shared, still the
 user's) and the views of an organisation's shared index that ``cluster.read`` picks for the query, and ranks them
 all in one ``search.search_sources`` call, so scores are comparable across repositories.
 ``cluster.read`` uses ``search`` to pick its views, so this module, which uses both, sits above them.
@@ -9,16 +9,17 @@ all in one ``search.search_sources`` call, so scores are comparable across repos
 
 from __future__ import annotations
 
-from localidx.cluster.read import shared_sources
 from localidx.errors import UsageError
-from localidx.registry import open_all
+from localidx.index.registry import open_all
 from localidx.retrieve.guard import limit_query
 from localidx.retrieve.search import response_depth, search_sources, shape_response
+from localidx.retrieve.shared_index import shared_sources
 
 
 def search_all_repos(query, settings=None, files: bool = False, **options) -> dict:
     """``search.search_response`` over every repository in the per-user registry (``--all-repos``), and the
-    organisation's shared index when ``settings.shared_index`` names one (``localidx.cluster.read``): each match
+    organisation's shared index when ``settings.shared_index`` names one (``localidx.retrieve.shared_index``): each
+    match
     labelled with its ``repo`` and the ``index`` it came from (``local`` or ``shared``), scores comparable across
     them all (``search.search_sources``); ``warnings`` also name what could not be searched; ``files`` as in
     ``search.search_response``."""

@@ -42,7 +42,7 @@ def bm25_query_text(query: str) -> str:
 
     Only word characters survive, so quotes, colons, parentheses or operators in user text are never FTS syntax.
     """
-    from localidx.enrich import split_identifier
+    from localidx.chunk.enrich import split_identifier
 
     words: dict[str, None] = {}
     for token in _QUERY_WORD.findall(query):

@@ -77,7 +77,7 @@ def plan_ask(settings: Settings, answer_tokens: int, window: Window | None = Non
     """The sizes of one ``ask``: the answer's room is taken from the window (at most ``ANSWER_SHARE`` of it), then
     the system prompt, the chat template and a margin; what is left, divided by the model/cl100k ratio (measured on
     ``sample`` with the server's tokenizer when it has one), is the pack's cl100k budget."""
-    from localidx import tokens
+    from localidx.text import tokens
 
     window = window or model_window(settings)
     answer = max(16, min(int(answer_tokens), int(window.tokens * ANSWER_SHARE)))
@@ -258,7 +258,7 @@ def _instructions(pack: dict) -> str:
 
 
 def _prompt_tokens(pack: dict, instructions: str) -> int:
-    from localidx import tokens
+    from localidx.text import tokens
 
     stated = (pack.get("stats") or {}).get("promptTokens")
     return int(stated) if isinstance(stated, int) and stated > 0 else tokens.count(instructions)

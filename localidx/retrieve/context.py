@@ -446,8 +446,8 @@ def _response(matches, params, profile, raw_query, question, analysis, sub_queri
 
 
 def citation(match: dict) -> str:
-    """``[repo:]path:start-end``, on one line whatever the path holds (``localidx.text.printable``)."""
-    from localidx.text import printable
+    """``[repo:]path:start-end``, on one line whatever the path holds (``localidx.text.safe.printable``)."""
+    from localidx.text.safe import printable
 
     where = f"{printable(match['path'])}:{match['start_line']}-{match['end_line']}"
     return f"{printable(match['repo'])}:{where}" if match.get("repo") else where
@@ -456,7 +456,7 @@ def citation(match: dict) -> str:
 def augmented_prompt(question: str, matches: list[dict], repo_name: str, files=(), shown: int | None = None) -> str:
     """The question and the numbered context, each excerpt under its ``path:start-end`` citation, then at most
     ``shown`` of the other files the search ranked (``file_list``; None: all of them)."""
-    from localidx.text import printable
+    from localidx.text.safe import printable
 
     if not matches:
         return f"Question: {question}\n\nContext: nothing in {repo_name} matched this question."
@@ -492,7 +492,7 @@ def augmented_prompt(question: str, matches: list[dict], repo_name: str, files=(
 def file_list(files, matches, limit: int | None = None) -> str:
     """The ranked files (``filters.rank_files``) that no excerpt in ``matches`` comes from, a line each with the
     place of their best match, the first ``limit`` of them (None: all): "" when there are none."""
-    from localidx.text import printable
+    from localidx.text.safe import printable
 
     shown = {(m.get("repo"), m["path"]) for m in matches}
     lines = [f"- {citation(f)} {printable(f['symbol'])}".rstrip() for f in files
@@ -532,7 +532,7 @@ def _count(text: str) -> int:
     """A whole pack's cl100k tokens (``tokens.count_once``: packs are large and seen once); when tiktoken cannot be
     loaded, its UTF-8 bytes, a bound from above (every token is at least a byte), so the budget still holds."""
     try:
-        from localidx.tokens import count_once
+        from localidx.text.tokens import count_once
 
         return count_once(text)
     except Exception:  # noqa: BLE001 - tiktoken missing or its data unreadable
@@ -572,10 +572,10 @@ def build_for_repository(index, query, **options) -> dict:
 def build_context_all_repos(query, *, profile=None, conversation_context=None, settings=None, language=None,
                             path_glob=None, kind=None, max_tokens=None, top_k=None, locale=None) -> dict:
     """``build_context`` over every repository in the per-user registry, each match labelled with its ``repo``, and
-    over the shared org index when ``settings.shared_index`` names one (``localidx.cluster.read``: the org
+    over the shared org index when ``settings.shared_index`` names one (``localidx.retrieve.shared_index``: the org
     repositories this machine indexes itself are left out; each match says its ``index``, ``local`` or ``shared``)."""
-    from localidx.cluster.read import shared_sources
-    from localidx.registry import open_all
+    from localidx.index.registry import open_all
+    from localidx.retrieve.shared_index import shared_sources
 
     opened, problems = open_all()
     views, shared_problems = shared_sources(query, settings, [index for _name, index in opened], language=language,

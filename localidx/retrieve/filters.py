@@ -55,7 +55,7 @@ class Staleness:
     def __init__(self, index):
         self.root = Path(index.paths.root)
         self.catalog = index.catalog
-        # A view of a shared org index (localidx.cluster.read) has no work tree here: its rows are a commit's.
+        # A view of a shared org index (localidx.retrieve.shared_index) has no work tree here: its rows are a commit's.
         self.detached = not getattr(index, "has_work_tree", True)
         self._current: dict[str, str | None] = {}
 

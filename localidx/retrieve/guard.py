@@ -30,7 +30,7 @@ from functools import lru_cache
 from localidx import protocol
 from localidx.errors import UsageError
 from localidx.retrieve.profiles import DEFAULT_PROFILE, Profile, load_profiles, read_wire, wire_name
-from localidx.text import valid_text
+from localidx.text.safe import valid_text
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ lines. No chunk appears twice; a window takes its seed's place. A window of two 
 ``content_length``; its text is its chunks' texts in line order, overlap lines once, blank lines for the gaps; its
 uses / used-by lists are its members' lists, each line once.
 
-Tokens are counted with tiktoken's cl100k (``localidx.tokens``), or ``len(text) // 4`` when that is unavailable.
+Tokens are counted with tiktoken's cl100k (``localidx.text.tokens``), or ``len(text) // 4`` when that is unavailable.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ _PART = re.compile(r"\(part \d+(?:/\d+)?\)\s*$")
 
 def count_tokens(text: str) -> int:
     try:
-        from localidx.tokens import count
+        from localidx.text.tokens import count
     except Exception:  # noqa: BLE001 - tiktoken missing or its data unreadable: the documented estimate
         return len(text) // 4
     try:

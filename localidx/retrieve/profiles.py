@@ -10,7 +10,7 @@ field; a profile the package does not define starts from ``balanced``. Values ar
 
 Instructions templates (``generation.template``) are read by ``template_text`` from two places only: the package's
 ``data/templates/<name>.md``, or a relative path inside the repository's work tree (no ``..``, no absolute path, no
-symlink out of the tree, not under ``.git``). A repository file the user has not trusted (``localidx.trust``) may
+symlink out of the tree, not under ``.git``). A repository file the user has not trusted (``localidx.safety.trust``) may
 name a package template only: its other template values are left out when the profiles are loaded.
 
 Two forms of one profile: the *wire* form is what people write and programs read (tables ``retrieval``,

@@ -74,7 +74,7 @@ def _english() -> frozenset[str]:
 def question_words(query: str) -> frozenset[str]:
     """The words of a question that can name a file: lower case, split identifiers, no English stopwords, >= 3
     letters."""
-    from localidx.enrich import split_identifier
+    from localidx.chunk.enrich import split_identifier
 
     stop = _english()
     words = set()
@@ -106,7 +106,7 @@ def joined_words(query: str) -> list[str]:
 @lru_cache(maxsize=1 << 16)
 def path_words(path: str) -> frozenset[str]:
     """The words a file's path names it by: its stem's split words (and the stem itself) and its directory's."""
-    from localidx.enrich import split_identifier
+    from localidx.chunk.enrich import split_identifier
 
     pure = PurePosixPath(path)
     words = {w for part in pure.stem.split(".") for w in (part.lower(), *split_identifier(part))}

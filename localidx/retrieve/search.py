@@ -57,7 +57,7 @@ from localidx.retrieve.arms import COLUMNS, bm25_arm, decide, definition_arm, ma
 from localidx.retrieve.ranking import (PathIndex, definitions_first, mentioned_names, path_evidence, question_words,
                                        rank_question, role_factor)
 from localidx.retrieve.transforms import NameQuery, name_query, path_role
-from localidx.text import valid_text
+from localidx.text.safe import valid_text
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from localidx.enrich import split_identifier
+from localidx.chunk.enrich import split_identifier
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "query.toml"
 _WORD = re.compile(r"[^\W_][\w'#+-]*", re.UNICODE)
@@ -50,8 +50,8 @@ class QueryData:
 
 @lru_cache(maxsize=1)
 def data() -> QueryData:
+    from localidx.chunk.enrich import keyword_tables
     from localidx.config import read_toml
-    from localidx.enrich import keyword_tables
 
     raw = read_toml(_DATA)
     return QueryData(

@@ -242,6 +242,6 @@ def lists_files(path: Path) -> bool:
 
 
 def _redacted(problems: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
-    from localidx.redact import redact
+    from localidx.safety.redact import redact
 
     return [(path, stage, redact(reason)[0], key) for path, stage, reason, key in problems]

@@ -1,7 +1,8 @@
 """Compaction of a chunk table: old versions go as soon as no reader is on them, fragments are rewritten when they
 hold many deleted rows or are many.
 
-Place in the flow: store, called by the single writer (``localidx.indexer`` at the end of a pass that wrote, and the
+Place in the flow: store, called by the single writer (``localidx.index.indexer`` at the end of a pass that wrote, and
+the
 daemon's writer when the daemon goes idle). Every batch and vector fill is a LanceDB commit, and a branch switch
 replaces most rows: without this a table held every version's files (requests switched six times between two tags:
 58 MB of files for 4 MB of rows; benchmarks/compaction.py).

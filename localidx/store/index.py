@@ -31,9 +31,9 @@ from localidx.errors import IndexDamaged, IndexSwitched, disk_full
 
 if TYPE_CHECKING:
     from localidx.embed import Embedder
+    from localidx.paths import IndexPaths
     from localidx.store.catalog import Catalog
     from localidx.store.lance import ChunkStore
-    from localidx.store.paths import IndexPaths
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class Index:
 def open_index(root: Path, in_git: bool, settings: Settings, read_only: bool = False, embedder=None) -> Index:
     """Open (or, for writing, create) the index of the work tree at ``root``; ``embedder`` reuses a loaded model
     (the daemon's) instead of making one."""
-    from localidx.store.paths import index_paths
+    from localidx.paths import index_paths
 
     return open_index_at(index_paths(root, in_git, settings.home), settings, read_only=read_only, embedder=embedder)
 
@@ -74,7 +74,7 @@ def open_index_at(paths: IndexPaths, settings: Settings, read_only: bool = False
     from localidx.store.catalog import Catalog
 
     if not read_only:
-        from localidx.store.paths import make_private
+        from localidx.paths import make_private
 
         make_private(paths)
     if generation is None:
@@ -90,8 +90,8 @@ def open_index_at(paths: IndexPaths, settings: Settings, read_only: bool = False
 def open_store(paths: IndexPaths, settings: Settings, embedder, read_only: bool = False,
                generation: int | None = None) -> ChunkStore:
     """The ChunkStore of the work tree at ``paths`` for this model and these settings (current generation)."""
+    from localidx.index.explain import table_variant
     from localidx.store.lance import ChunkStore
-    from localidx.explain import table_variant
 
     return ChunkStore(paths.lancedb, paths.worktree_key, embedder.model_id, embedder.dim, read_only=read_only,
                       variant=table_variant(settings),

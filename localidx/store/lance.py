@@ -63,8 +63,8 @@ def _slug(text: str) -> str:
 
 def chunk_table_name(model_id: str, worktree_key: str, variant: str = "", generation: int = 0) -> str:
     """The chunk table of a work tree's generation for a model (see the module docstring); ``variant``: a suffix
-    for rows whose text depends on more than the model and META_VERSION (``localidx.explain.table_variant``)."""
-    from localidx.enrich import META_VERSION
+    for rows whose text depends on more than the model and META_VERSION (``localidx.index.explain.table_variant``)."""
+    from localidx.chunk.enrich import META_VERSION
 
     extra = f"_{_slug(variant)}" if variant else ""
     return (f"chunks_s{SCHEMA_VERSION}_m{META_VERSION}_{_slug(model_id)}{extra}_{_slug(worktree_key)}"
@@ -137,7 +137,7 @@ class ChunkStore:
     def __init__(self, db_dir: Path, worktree_key: str, model_id: str, dim: int, read_only: bool = False,
                  variant: str = "", generation: int = 0, cache_path: Path | None = None):
         """``variant``: a suffix for the chunk table's name when the rows' text depends on more than the model and
-        META_VERSION (``localidx.explain.table_variant``); "" for the plain table. ``generation``: the work
+        META_VERSION (``localidx.index.explain.table_variant``); "" for the plain table. ``generation``: the work
         tree's index generation this table belongs to. ``cache_path``: the vector cache's file (default:
         ``vectors.sqlite`` beside ``db_dir``)."""
         from localidx.store.lancedb_import import import_lancedb

@@ -1,5 +1,5 @@
 /**
- * The client side of the socket protocol: connect, hello, request. The TypeScript twin of localidx/client.py.
+ * The client side of the socket protocol: connect, hello, request. The TypeScript twin of localidx/interface/client.py.
  *
  * - `Connection` is one Unix-socket connection speaking newline-delimited JSON. Requests may be pipelined; the
  *   daemon answers them in order, one response per request, and responses are matched to requests by id. A

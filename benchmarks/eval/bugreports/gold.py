@@ -61,8 +61,8 @@ def changed_old_lines(repo: Path, commit: str, path: str) -> set[int]:
 
 
 def gold_functions(repo: Path, commit: str, path: str) -> list[str]:
+    from localidx.chunk.parse import parse
     from localidx.languages import language_for_path
-    from localidx.parse import parse
 
     spec = language_for_path(path)
     try:

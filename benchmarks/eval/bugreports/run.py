@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from localidx.config import load_settings
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
     from localidx.store.index import open_index
 
     setups = SETUPS

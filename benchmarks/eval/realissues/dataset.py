@@ -182,8 +182,8 @@ def patch_changes(patch: str) -> dict[str, set[int]]:
 
 def gold_of(git_dir: Path, base: str, patch: str) -> tuple[list[str], list[str]]:
     """(gold files, gold functions) of a patch at ``base`` (see the module docstring)."""
+    from localidx.chunk.parse import parse
     from localidx.languages import language_for_path
-    from localidx.parse import parse
 
     files, functions = [], []
     for path, lines in patch_changes(patch).items():

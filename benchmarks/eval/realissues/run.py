@@ -176,7 +176,7 @@ def scored(item: dict, label: str, files: list[str], symbols: list[str] | None) 
 def run_repository(repo: str, items: list[dict], setups: list[str], args, cached: dict, base_cached: dict,
                    results_file: Path, baselines_file: Path, timing: dict) -> None:
     from localidx.config import load_settings
-    from localidx.indexer import run_index
+    from localidx.index.indexer import run_index
     from localidx.store.index import open_index
 
     todo = [i for i in items if any((i["id"], s) not in (base_cached if s in BASELINES else cached) for s in setups)]

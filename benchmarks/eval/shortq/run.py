@@ -203,7 +203,7 @@ class LocalidxRunner:
 
     def _index(self, job: RepoJob, tree: Path):
         from localidx.config import load_settings
-        from localidx.indexer import run_index
+        from localidx.index.indexer import run_index
         from localidx.store.index import open_index
 
         home = self.work / "index" / job.set / job.name

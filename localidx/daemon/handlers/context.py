@@ -10,8 +10,8 @@ from __future__ import annotations
 def handle(daemon, params: dict) -> dict:
     """The pipeline's response dict (``localidx.retrieve.context.RESPONSE_KEYS``); an index of nothing says so
     (``status.explain_empty_pack``)."""
+    from localidx.index.status import explain_empty_pack
     from localidx.retrieve.context import build_for_repository
-    from localidx.status import explain_empty_pack
 
     with daemon.reader() as index:
         return explain_empty_pack(index, build_for_repository(

@@ -12,8 +12,8 @@ from localidx.errors import UsageError
 def handle(daemon, params: dict) -> dict:
     """``{"matches": [Match.to_dict(), ...], "warnings": [...]}``, best first (``retrieve.search.search_response``);
     an index of nothing answers no matches and says so (``status.explain_empty_search``)."""
+    from localidx.index.status import explain_empty_search
     from localidx.retrieve.search import search_response
-    from localidx.status import explain_empty_search
 
     kind = params.get("kind")
     if kind:

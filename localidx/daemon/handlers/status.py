@@ -10,7 +10,7 @@ from __future__ import annotations
 
 def handle(daemon, params: dict) -> dict:
     """The index's status, read without writing; the work tree is compared with the catalog unless told not to."""
-    from localidx.status import index_status
+    from localidx.index.status import index_status
 
     report = index_status(daemon.root, daemon.in_git, daemon.settings,
                           check_work_tree=params.get("check_work_tree", True), writing=daemon.writer.busy,

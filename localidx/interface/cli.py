@@ -17,24 +17,24 @@ from pathlib import Path
 import click
 
 from localidx import __version__
-from localidx.cli_manage import COMMANDS
-from localidx.console import echo_json as _echo_json
-from localidx.console import echo_warnings as _echo_warnings
-from localidx.console import error_exit, glob_from_here, parse_language, print_search
-from localidx.console import parse_kinds as _parse_kinds
-from localidx.console import root_or_none as _root_or_none
-from localidx.console import settings_for as _settings
-from localidx.console import text_args as _text_args
 from localidx.errors import NO_MATCH_EXIT, UsageError
-from localidx.text import printable as _p  # every plain printer: file names and messages on one line each
+from localidx.interface.cli_manage import COMMANDS
+from localidx.interface.console import echo_json as _echo_json
+from localidx.interface.console import echo_warnings as _echo_warnings
+from localidx.interface.console import error_exit, glob_from_here, parse_language, print_search
+from localidx.interface.console import parse_kinds as _parse_kinds
+from localidx.interface.console import root_or_none as _root_or_none
+from localidx.interface.console import settings_for as _settings
+from localidx.interface.console import text_args as _text_args
+from localidx.text.safe import printable as _p  # every plain printer: file names and messages on one line each
 
 
 def _backend(root: Path, in_git: bool, settings, no_daemon: bool = False, starts: bool = True):
     """The work tree's operations as the CLI does them: through its daemon when one runs (a warm model, no lancedb
     import here); when none runs, one is started in the background for the next command while this one does its
     work itself (``starts``; never under CI, with ``daemon = "running"`` or for ``index``); ``--no-daemon`` and
-    ``daemon = "never"``: this process only (``localidx.backend.command_policy``)."""
-    from localidx.backend import Backend, command_policy
+    ``daemon = "never"``: this process only (``localidx.interface.backend.command_policy``)."""
+    from localidx.interface.backend import Backend, command_policy
 
     return Backend(root, in_git, settings, daemon=command_policy(settings, no_daemon, starts))
 
@@ -66,7 +66,7 @@ def cli(ctx: click.Context) -> None:
     model and the chunker warm. When none runs, the command answers by itself and then starts one in the background
     for the next (not under CI); the daemon stops after an hour without use. --no-daemon, or daemon = "never" in
     .localidx.toml or LOCALIDX_DAEMON=never, keeps every command in its own process."""
-    from localidx.private import restrict_umask
+    from localidx.safety.private import restrict_umask
 
     if ctx.invoked_subcommand != "cluster":  # an organisation's shared index is meant to be read by others
         restrict_umask()  # what localidx writes about your code is yours alone (files 0600, directories 0700)
@@ -169,7 +169,7 @@ class _Progress:
         if self.quiet:
             return
         if self.tty:
-            from localidx.console import echo
+            from localidx.interface.console import echo
 
             echo(f"\r{_p(text):<78}", err=True, nl=final, color=True)  # its carriage return is kept, nothing else
             return
@@ -231,7 +231,7 @@ def index(path: Path | None, dry_run: bool, rebuild: bool, no_embed: bool, wait_
           limit_files: int | None, as_json: bool, workers: int | None, quiet: bool, no_daemon: bool) -> None:
     """Index the repository (or only PATH inside it): chunk what changed, embed what is new."""
     from localidx.discover import find_root
-    from localidx.dryrun import dry_run as run_dry
+    from localidx.index.dryrun import dry_run as run_dry
 
     target = path or Path.cwd()
     if not target.exists():
@@ -599,7 +599,7 @@ class _NothingMatched(Exception):
 
 def _ask_printable(piece: str) -> str:
     """A piece of a streamed answer for the terminal: its line breaks kept, every other control character shown
-    escaped (``localidx.text.printable`` line by line)."""
+    escaped (``localidx.text.safe.printable`` line by line)."""
     return "\n".join(_p(line) if line else "" for line in piece.split("\n"))
 
 

@@ -1,6 +1,6 @@
 """The ``localidx`` command's entry point: a search through the work tree's running daemon is answered here without
 loading click, whose import costs such a command more than all the rest of its work; every other command line goes
-to ``localidx.cli.main``.
+to ``localidx.interface.cli.main``.
 
 Place in the flow: serve, before ``cli.py``. Invariants:
 
@@ -13,8 +13,9 @@ Place in the flow: serve, before ``cli.py``. Invariants:
   a daemon of this version and these settings (none runs, another version, ``--no-daemon`` or ``daemon =
   "never"``, a bad setting, a bad argument) goes to ``cli.main``, which does it all again and says what is wrong as
   it always does; from then on the answer, or the daemon's error, is printed by the functions ``cli.py``'s
-  ``search`` uses (``localidx.console``), and an error ends as it ends there.
-- Every command but ``mcp`` writes to the terminal through ``localidx.console.guard_terminal``: no control sequence
+  ``search`` uses (``localidx.interface.console``), and an error ends as it ends there.
+- Every command but ``mcp`` writes to the terminal through ``localidx.interface.console.guard_terminal``: no control
+  sequence
   from file content reaches it, whichever command prints it.
 """
 
@@ -25,8 +26,8 @@ import os
 import sys
 from pathlib import Path
 
-from localidx.console import (echo, error_exit, glob_from_here, guard_terminal, parse_kinds, parse_language, print_search,
-                              settings_for, text_args)
+from localidx.interface.console import (echo, error_exit, glob_from_here, guard_terminal, parse_kinds, parse_language,
+                                        print_search, settings_for, text_args)
 
 # The options of `localidx search` that the fast path takes: option -> (parameter, what it holds: bool for a flag,
 # str, a range of integers or a tuple of choices) and the parameters' defaults, as cli.py's click definition has
@@ -100,9 +101,9 @@ def _search_through_daemon(args: list[str]) -> bool:
     if options is None:
         return False
     try:
-        from localidx.backend import REQUEST_TIMEOUT_S, command_policy, search_params
-        from localidx.client import connect
         from localidx.discover.root import find_root
+        from localidx.interface.backend import REQUEST_TIMEOUT_S, command_policy, search_params
+        from localidx.interface.client import connect
 
         query, language, path_glob, kind = text_args(" ".join(options["query"]), options["language"],
                                                      options["path_glob"], options["kind"])
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(error_exit(exc))
         if done:
             sys.exit(0)
-    from localidx.cli import main as cli_main
+    from localidx.interface.cli import main as cli_main
 
     cli_main(args)
 

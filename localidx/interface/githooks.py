@@ -6,7 +6,7 @@ stdin) into ``<git dir>/localidx-hooks/`` and leaves a detached waiter that star
 process has exited (callers other than the script pass ``--git-pid`` and the runner waits itself). ``process_queue``
 takes every queued event, works out with pygit2 which paths changed, and asks the daemon to reindex them
 (``index/reindex``) or, with no daemon (or one that does not answer at once), runs one incremental pass of the indexer:
-``localidx.backend``'s "fallback" policy.
+``localidx.interface.backend``'s "fallback" policy.
 
 Invariants:
 
@@ -557,8 +557,8 @@ def _reason(events: list[HookEvent]) -> str:
 
 
 def _reindex(repo, root: Path, events: list[HookEvent], settings) -> None:
-    from localidx.backend import Backend
     from localidx.config import load_settings
+    from localidx.interface.backend import Backend
 
     settings = settings or load_settings(root)
     paths: set[str] | None = set()
@@ -594,8 +594,8 @@ def _reindex(repo, root: Path, events: list[HookEvent], settings) -> None:
 
 
 def _has_index(root: Path, settings) -> bool:
+    from localidx.paths import index_paths
     from localidx.store.catalog import lists_files
-    from localidx.store.paths import index_paths
 
     return lists_files(index_paths(root, True, settings.home).catalog)
 
@@ -668,7 +668,7 @@ def _git_ancestor_pid() -> int | None:
 def _log_to_state(root: Path) -> None:
     """Send localidx's log records to ``hooks.log`` in the work tree's state dir (never to a terminal)."""
     from localidx.config import load_settings
-    from localidx.store.paths import index_paths
+    from localidx.paths import index_paths
 
     try:
         home = load_settings(root).home
@@ -681,7 +681,7 @@ def _log_to_state(root: Path) -> None:
             os.replace(path, path.with_name(path.name + ".1"))
     except OSError:
         pass
-    from localidx.redact import LogFilter
+    from localidx.safety.redact import LogFilter
 
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))

@@ -73,7 +73,7 @@ class Entry:
 
     def index_paths(self):
         """The ``IndexPaths`` of this entry's index (the state dir as registered, whatever LOCALIDX_HOME says now)."""
-        from localidx.store.paths import index_paths
+        from localidx.paths import index_paths
 
         return index_paths(Path(self.root), True, home=self.index)
 
@@ -196,7 +196,7 @@ def _locked(path: Path) -> Iterator[None]:
     """Hold the registry's write lock (a sibling file: ``os.replace`` swaps the registry's inode under a reader).
     The per-user data dir that holds it is made private (0700); a directory ``LOCALIDX_REGISTRY`` or
     ``LOCALIDX_HOME`` names is only created (0700) when missing. The registry itself is 0600 (``mkstemp``)."""
-    from localidx.private import private_dir
+    from localidx.safety.private import private_dir
 
     if not (os.environ.get(REGISTRY_ENV) or os.environ.get(HOME_ENV)) or not path.parent.exists():
         private_dir(path.parent)

@@ -41,7 +41,7 @@ def dry_run(root: Path, settings: Settings, only: list[str] | None = None, inclu
             limit_files: int | None = None) -> DryRunReport:
     """Walk the repository and chunk every file as indexing would, writing nothing."""
     from localidx.discover import discover
-    from localidx.workers import count_file, crashed_count, map_files, worker_count
+    from localidx.index.workers import count_file, crashed_count, map_files, worker_count
 
     started = time.perf_counter()
     found = discover(root, settings, only=only)

@@ -1,4 +1,5 @@
-"""The MCP server (``localidx mcp``): read-only tools over stdio, thin adapters over ``localidx.backend`` (and, for
+"""The MCP server (``localidx mcp``): read-only tools over stdio, thin adapters over ``localidx.interface.backend``
+(and, for
 ``rag_search_global``, over the retrieval pipeline).
 
 Place in the flow: serve. The tools and what they call:
@@ -15,7 +16,7 @@ Place in the flow: serve. The tools and what they call:
                                                                process)
 
 Invariants:
-- The per-repository tools go through the daemon (``localidx.backend``'s "start" policy: started on first use,
+- The per-repository tools go through the daemon (``localidx.interface.backend``'s "start" policy: started on first use,
   restarted once after an edit of the settings), so this process does not import lancedb or fastembed for them;
   only ``rag_search_global`` loads the pipeline. When the daemon cannot be started (its socket directory is refused,
   it fails at start), or it runs with settings other than this server's environment gives (``client.OtherSettings``:
@@ -37,7 +38,7 @@ Invariants:
   ``daemon_idle_s``; the tools' descriptions say so.
 - Text enters as valid Unicode: a frame's lone surrogate escapes (``"\\ud83d"``, a string cut inside an emoji) are
   replaced before the SDK parses it (its parser refuses them and answers nothing, so the client would hang), and
-  tool arguments go through ``localidx.text.valid_text``.
+  tool arguments go through ``localidx.text.safe.valid_text``.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from localidx.errors import LocalidxError
 from localidx.protocol import MAX_QUERY_CHARS
 from localidx.records import KINDS
 from localidx.retrieve.guard import MAX_CONTEXT_TOKENS, MIN_CONTEXT_TOKENS
-from localidx.text import valid_text
+from localidx.text.safe import valid_text
 
 log = logging.getLogger(__name__)
 
@@ -117,10 +118,10 @@ class Repository:
         """``operation`` on the daemon's backend (the daemon started when none runs; in this process when it cannot
         start); errors become one-line tool errors. The answer's ``warnings`` say what was not taken from an
         untrusted repository file, and why the daemon was not used."""
-        from localidx.backend import Backend
-        from localidx.client import DaemonTimeout, DaemonUnavailable
         from localidx.config import load_settings, trust_warning
         from localidx.errors import ConfigError
+        from localidx.interface.backend import Backend
+        from localidx.interface.client import DaemonTimeout, DaemonUnavailable
 
         notes: list[str] = []
         try:
@@ -192,14 +193,15 @@ def context_pack(response: dict) -> list[TextContent]:
 
 def search_answer(response: dict, query: str, detail: str = "brief") -> list[TextContent]:
     """A search tool's answer as one compact JSON text. ``brief``: per match its location, symbol, kind, score and
-    the lines holding the query's terms (``localidx.highlight``); ``full``: the matches whole and the response's
+    the lines holding the query's terms (``localidx.interface.highlight``); ``full``: the matches whole and the
+    response's
     other fields. Neither repeats the matches' text in the prompt fields (``rag_context`` builds the prompt)."""
     import json
 
     if detail == "full":
         answer = {key: value for key, value in response.items() if key not in PROMPT_FIELDS}
     else:
-        from localidx.highlight import query_terms, snippet
+        from localidx.interface.highlight import query_terms, snippet
 
         terms = query_terms(response.get("query") or query)
         matches = []

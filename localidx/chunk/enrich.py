@@ -33,12 +33,13 @@ from functools import lru_cache
 from itertools import accumulate
 from pathlib import PurePosixPath
 
-from localidx import tokens, tomlfile
+from localidx import tomlfile
 from localidx.imports import imported_modules
 from localidx.records import Chunk, FileContext
-from localidx.words import split_identifier  # noqa: F401 - enrich's callers split identifiers with it
-from localidx.words import split_words as _split
-from localidx.words import stopwords
+from localidx.text import tokens
+from localidx.text.words import split_identifier  # noqa: F401 - enrich's callers split identifiers with it
+from localidx.text.words import split_words as _split
+from localidx.text.words import stopwords
 
 
 # Part of the table's name: raised whenever the chunks an index holds would differ for the same files (the [META]

@@ -96,7 +96,7 @@ def table_variant(settings: Settings) -> str:
 def with_explanation(search_text: str, explanation: str) -> str:
     """``search_text`` with an ``[META] Explain:`` line after its other [META] lines (the explanation redacted: a
     model may echo what it read, or make up something shaped like a key)."""
-    from localidx.redact import redact
+    from localidx.safety.redact import redact
 
     explanation = redact(explanation)[0]
     lines = search_text.split("\n")

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import click
 
-from localidx.console import echo_json as _echo_json
-from localidx.console import echo_warnings as _echo_warnings
-from localidx.console import root_or_none as _root_or_none
-from localidx.console import settings_for as _settings
 from localidx.errors import NO_MATCH_EXIT, UsageError
-from localidx.text import printable as _p  # every plain printer: file names and messages on one line each
+from localidx.interface.console import echo_json as _echo_json
+from localidx.interface.console import echo_warnings as _echo_warnings
+from localidx.interface.console import root_or_none as _root_or_none
+from localidx.interface.console import settings_for as _settings
+from localidx.text.safe import printable as _p  # every plain printer: file names and messages on one line each
 
 
 @click.group()
@@ -54,7 +54,7 @@ def _print_hooks(report, title: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 def hooks_install(force: bool, as_json: bool) -> None:
     """Install post-commit, post-checkout, post-merge and post-rewrite hooks; a hook already there runs first."""
-    from localidx import githooks
+    import localidx.interface.githooks as githooks
 
     report = githooks.install(_hooks_root(), force=force)
     if as_json:
@@ -70,7 +70,7 @@ def hooks_install(force: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 def hooks_uninstall(as_json: bool) -> None:
     """Remove localidx's hooks and put back the hooks they chained."""
-    from localidx import githooks
+    import localidx.interface.githooks as githooks
 
     report = githooks.uninstall(_hooks_root())
     _echo_json(report.to_dict()) if as_json else _print_hooks(report, "localidx hooks removed from")
@@ -80,7 +80,7 @@ def hooks_uninstall(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the state of each hook as JSON.")
 def hooks_status(as_json: bool) -> None:
     """Each hook: ours, chained (ours, running a previous hook first), foreign or missing."""
-    from localidx import githooks
+    import localidx.interface.githooks as githooks
 
     report = githooks.status(_hooks_root())
     if as_json:
@@ -100,7 +100,7 @@ def hooks_status(as_json: bool) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def hook_run(git_pid: int | None, from_pre_commit: bool, hook_type: str | None, args: tuple[str, ...]) -> None:
     """Run by the git hooks: queue HOOK_TYPE's event, or (without one) reindex what is queued. Always exits 0."""
-    from localidx.githooks import hook_run as run_hook
+    from localidx.interface.githooks import hook_run as run_hook
 
     run_hook(hook_type, list(args), git_pid=git_pid, from_pre_commit=from_pre_commit)
 
@@ -120,7 +120,7 @@ def _here():
 @daemon_group.command(name="start")
 def daemon_start() -> None:
     """Start this work tree's daemon in the background, or find the one running; prints its pid and socket."""
-    from localidx.client import start_daemon
+    from localidx.interface.client import start_daemon
 
     hello, started = start_daemon(*_here())
     what = "daemon started" if started else "daemon already running"
@@ -130,8 +130,8 @@ def daemon_start() -> None:
 @daemon_group.command(name="stop")
 def daemon_stop() -> None:
     """Stop this work tree's daemon and wait until it has exited."""
-    from localidx.client import stop_daemon
     from localidx.daemon.lifecycle import daemon_paths
+    from localidx.interface.client import stop_daemon
 
     pid = stop_daemon(daemon_paths(*_here()))
     click.echo(f"daemon stopped (pid {pid})" if pid else "no daemon running")
@@ -140,8 +140,8 @@ def daemon_stop() -> None:
 @daemon_group.command(name="restart")
 def daemon_restart() -> None:
     """Stop this work tree's daemon (if one runs) and start it again, with the settings this shell has now."""
-    from localidx.client import start_daemon, stop_daemon
     from localidx.daemon.lifecycle import daemon_paths
+    from localidx.interface.client import start_daemon, stop_daemon
 
     root, in_git, settings = _here()
     old = stop_daemon(daemon_paths(root, in_git, settings))
@@ -155,7 +155,7 @@ def daemon_restart() -> None:
 def daemon_list(as_json: bool) -> None:
     """Every daemon of yours that runs, over all work trees: work tree, pid, memory and idle time (longest idle
     first; at most `daemon_max_running` run at once). Looking does not keep them up."""
-    from localidx.client import list_daemons
+    from localidx.interface.client import list_daemons
 
     found = list_daemons()
     if as_json:
@@ -177,7 +177,7 @@ def daemon_status(as_json: bool) -> None:
     """Whether a daemon serves this work tree (or is starting) and what it is doing; exit status 1 when none runs.
 
     Files left by a daemon that crashed are removed."""
-    from localidx.client import probe
+    from localidx.interface.client import probe
 
     found = probe(*_here())
     report = {"running": found.state in ("running", "starting"), "state": found.state, "socket": str(found.paths.socket),
@@ -260,7 +260,7 @@ def mcp_command(repo: Path | None) -> None:
     """Serve MCP over stdio for this repository: rag_search, rag_search_simple, rag_context, index_status and
     rag_search_global (every registered repository). Read-only; logs go to stderr."""
     from localidx.discover import find_root
-    from localidx.mcp_server import serve
+    from localidx.interface.mcp_server import serve
 
     root, in_git = find_root(repo or Path.cwd())
     serve(root, in_git)
@@ -304,7 +304,7 @@ def repos_group(ctx: click.Context, as_json: bool) -> None:
     rag_search_global read those shared with `localidx repos share`."""
     if ctx.invoked_subcommand is not None:
         return
-    from localidx import registry
+    from localidx.index import registry
 
     found, warnings = registry.load(prune=True)
     _echo_warnings(warnings)
@@ -326,7 +326,7 @@ def repos_group(ctx: click.Context, as_json: bool) -> None:
 @click.argument("target")
 def repos_remove(target: str) -> None:
     """Forget the repository named TARGET (or at the path TARGET); its index is left in place."""
-    from localidx import registry
+    from localidx.index import registry
 
     entry = registry.remove(target)
     click.echo(f"removed {entry.name} ({entry.root}) from the registry; its index stays in {entry.index}")
@@ -337,7 +337,7 @@ def repos_remove(target: str) -> None:
 def repos_share(target: str) -> None:
     """Let --all-repos and MCP's rag_search_global read the repository named TARGET (or at the path TARGET).
     Whatever asks them then gets its code: an agent working in any other repository included."""
-    from localidx import registry
+    from localidx.index import registry
 
     entry = registry.share(target, True)
     click.echo(f"{_p(entry.name)} ({_p(entry.root)}) is shared for cross-repository search")
@@ -347,7 +347,7 @@ def repos_share(target: str) -> None:
 @click.argument("target")
 def repos_unshare(target: str) -> None:
     """Stop cross-repository search from reading the repository named TARGET (or at the path TARGET)."""
-    from localidx import registry
+    from localidx.index import registry
 
     entry = registry.share(target, False)
     click.echo(f"{_p(entry.name)} ({_p(entry.root)}) is not shared for cross-repository search")
@@ -406,7 +406,7 @@ def cluster_index(manifest: Path, uri: str, ray_address: str | None, workers: in
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def cluster_status(uri: str, as_json: bool) -> None:
     """What the shared database at URI holds: repositories, commits, rows, indexes (never a credential)."""
-    from localidx.cluster.read import status
+    from localidx.retrieve.shared_index import status
 
     report = status(uri)
     if as_json:

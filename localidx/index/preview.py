@@ -1,7 +1,8 @@
 """How files are chunked, as ``localidx chunks`` shows them: the library side of the ``chunks/show`` method.
 
 Place in the flow: beside the index, not in it: the files are read and chunked as the indexer would (the work
-tree's settings, the same chunker) and nothing is written. The CLI calls ``chunk_paths`` through ``localidx.backend``,
+tree's settings, the same chunker) and nothing is written. The CLI calls ``chunk_paths`` through
+``localidx.interface.backend``,
 so the work tree's daemon answers when one runs (its chunker is already loaded) and the command does it itself
 otherwise; either way the answer is this function's.
 """

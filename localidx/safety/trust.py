@@ -90,7 +90,7 @@ def is_trusted(label: str, digest: str, known: dict[str, dict] | None = None) ->
 
 
 def _write(files: dict[str, dict]) -> None:
-    from localidx.private import write_private
+    from localidx.safety.private import write_private
 
     data = json.dumps({"version": FORMAT_VERSION, "files": files}, indent=2, sort_keys=True) + "\n"
     # The default dir is localidx's own; a directory $LOCALIDX_CONFIG_DIR names is the user's to set the mode of.

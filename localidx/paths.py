@@ -13,7 +13,8 @@ state dir instead. Outside git: a per-user data dir keyed by the root path.
 an atomic rename, so a reader sees the old number or the new one, never a torn file.
 
 Private: a writer opens the index through ``make_private``: the state dir and the work tree's dir are 0700 and every
-file in them 0600 (``localidx.private``), whatever the umask, and an index an older localidx left readable by others
+file in them 0600 (``localidx.safety.private``), whatever the umask, and an index an older localidx left readable by
+others
 is tightened once. The per-user dir that holds indexes of directories outside git is 0700 too.
 """
 
@@ -113,7 +114,7 @@ def make_private(paths: IndexPaths) -> None:
     """Make the index's dirs private (0700), with a umask that keeps what follows so, and tighten, once, what an
     older localidx wrote readable by others. A ``home`` that holds something other than an index (a user's existing
     directory) is only created, never changed."""
-    from localidx.private import private_dir, restrict_umask, tighten_tree
+    from localidx.safety.private import private_dir, restrict_umask, tighten_tree
 
     restrict_umask()
     if _is_user_state(paths.state):

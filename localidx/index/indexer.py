@@ -10,11 +10,12 @@ daemon's writer thread runs) is the only code that mutates the store:
    once its rows are written, so searches answer throughout and a rebuild killed early changes nothing.
 1. Compare the discovered files with the catalog (stat first, git blob id when the stat changed): only files whose
    content changed are chunked; files gone (deleted, now ignored or skipped) lose their rows.
-2. Chunk the changed files on every core (``localidx.workers``); write their rows in batches, one LanceDB commit per
+2. Chunk the changed files on every core (``localidx.index.workers``); write their rows in batches, one LanceDB commit
+per
    batch (a file is never half old and half new), then their call relations, then their catalog records. Rows whose
    embedding key is in the vector cache get their vector at once; the rest are written without one. The full-text
    index is updated: BM25 search works now. With ``summarize`` on, code rows first get their cached LLM explanations
-   (``localidx.explain``), and after the write the explain stage explains the rest.
+   (``localidx.index.explain``), and after the write the explain stage explains the rest.
 3. Fill the missing vectors, highest priority first, embedding only text the cache has never seen.
 
 **A failure costs its file only.** Reading, chunking (a chunker error, even a crashed worker process), building
@@ -125,8 +126,8 @@ def _reason(exc: BaseException) -> str:
 def run_index(root: Path, in_git: bool, settings: Settings, only: list[str] | None = None, rebuild: bool = False,
               embed: bool = True, wait_s: float = 0.0, progress=None) -> RunStats:
     """Bring the index of the work tree at ``root`` up to date (see the module docstring)."""
-    from localidx.lock import WriteLock
-    from localidx.store.paths import index_paths
+    from localidx.paths import index_paths
+    from localidx.store.lock import WriteLock
 
     paths = index_paths(root, in_git, settings.home)
     with WriteLock(paths.lock, wait_s=wait_s):
@@ -179,8 +180,8 @@ def sync_work_tree(index: Index, root: Path, settings: Settings, only: list[str]
     caller holds the write lock (``run_index`` does; the daemon holds it for its lifetime). ``should_stop`` is asked
     between embedding batches: when it returns True the pass ends with vectors still pending, to be filled by a
     later pass. After a rebuild ``index`` holds the new generation."""
+    from localidx.index.explain import open_explainer
     from localidx.store.relations import Relations
-    from localidx.explain import open_explainer
 
     progress = progress or (lambda *a, **k: None)
     stats = RunStats(model=index.embedder.model_id, started_at=time.time())
@@ -228,7 +229,7 @@ def sync_work_tree(index: Index, root: Path, settings: Settings, only: list[str]
         # A pass that found nothing to do (a daemon's start-up check) does not hide the run that did the work.
         index.catalog.set_last_run(stats.to_dict())
     index.catalog.set_meta(SETTLED, _settled(index, settings, stats) or "")
-    from localidx import registry
+    import localidx.index.registry as registry
 
     # Listed in the per-user registry for cross-repository queries; an unchanged entry costs one small read.
     changed = bool(stats.chunks_written or stats.chunks_embedded or stats.files_deleted or stats.rebuilt)
@@ -295,7 +296,7 @@ def _nothing_to_do(paths, root: Path, settings: Settings, only: list[str] | None
             catalog.set_last_run(stats.to_dict())
     finally:
         catalog.close()
-    from localidx import registry
+    import localidx.index.registry as registry
 
     registry.register(root, paths, stats.model, changed=False)
     log.info("nothing to do: %d files unchanged (%.3f s)", stats.files_unchanged, stats.duration_s)
@@ -468,7 +469,7 @@ def _within(path: str, only: list[str] | None) -> bool:
 def _row(chunk, file_hash: str, model_id: str) -> dict:
     import json
 
-    from localidx.enrich import bm25_text
+    from localidx.chunk.enrich import bm25_text
     from localidx.store.lance import embed_key
 
     search_text = chunk.search_text
@@ -503,9 +504,9 @@ def _prepare(item, abs_path: str, rec, model_id: str, settings: Settings, stats:
     its call relations costs the file its symbol chunks: it is written as an error chunk and line windows, and the
     failure is recorded. None when even that fails (the file then stays out of the index)."""
     from localidx.chunk import unparsed_file
+    from localidx.index.workers import read_file
     from localidx.store.catalog import FileRecord
     from localidx.store.relations import file_relations
-    from localidx.workers import read_file
 
     path, result = item.path, item.chunks
     problems: list = []
@@ -548,8 +549,8 @@ def _write_changes(index: Index, root: Path, settings: Settings, only, embed: bo
                    explainer) -> None:
     """Steps 1 and 2 of the module docstring: what changed is chunked and written, what is gone removed."""
     from localidx.discover import discover
+    from localidx.index.workers import chunk_changed_file, crashed_chunking, map_files, worker_count
     from localidx.store.relations import Relations
-    from localidx.workers import chunk_changed_file, crashed_chunking, map_files, worker_count
 
     store, catalog = index.store, index.catalog
     relations = Relations(catalog)

@@ -32,7 +32,7 @@ def use_color(choice: str, is_tty: bool, env: dict | None = None) -> bool:
 def query_terms(query: str) -> list[str]:
     """The stems of the query's words that a line may hold: identifiers split into words, stopwords dropped, a
     plural's or past tense's ending cut (``redirects`` -> ``redirec``, ``followed`` -> ``follow``), lower case."""
-    from localidx.words import split_identifier, stopwords
+    from localidx.text.words import split_identifier, stopwords
 
     stop = stopwords()
     terms: list[str] = []

@@ -174,7 +174,7 @@ def _context():
         # imported instead of the real one. PYTHONSAFEPATH (Python 3.11+) keeps it off.
         os.environ.setdefault("PYTHONSAFEPATH", "1")
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["localidx.chunk", "localidx.workers"])
+        context.set_forkserver_preload(["localidx.chunk", "localidx.index.workers"])
         return context
     return multiprocessing.get_context("fork")  # workers inherit the loaded grammars, nothing to re-import
 

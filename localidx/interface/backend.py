@@ -4,7 +4,7 @@ Place in the flow: serve. The callers (``cli.py``, ``githooks.py``, ``mcp_server
 work tree and its settings, and call one method per operation, named for the protocol's methods: ``index``
 (``index/reindex``), ``status`` (``index/status``), ``search`` (``search/query``), ``context``
 (``context/build``) and ``chunks`` (``chunks/show``). Each method either sends the request through
-``localidx.client`` or calls the library function the daemon's handler would call (``indexer.run_index``,
+``localidx.interface.client`` or calls the library function the daemon's handler would call (``indexer.run_index``,
 ``status.index_status``, ``retrieve``, ``preview.chunk_paths``), here.
 
 Why a module of its own and not part of ``client.py``: the client is the wire (connect, hello, request: it knows
@@ -59,8 +59,8 @@ from pathlib import Path
 from typing import Any, Callable, Literal, get_args
 
 from localidx import lazylog
-from localidx.client import (Client, DaemonUnavailable, OtherSettings, VersionMismatch, connect, connect_as_is,
-                             restart_reason, start_in_background, stop_daemon)
+from localidx.interface.client import (Client, DaemonUnavailable, OtherSettings, VersionMismatch, connect,
+                                       connect_as_is, restart_reason, start_in_background, stop_daemon)
 from localidx.config import Settings
 from localidx.errors import ConfigError, LocalidxError, UsageError
 
@@ -133,8 +133,8 @@ class Backend:
                 progress("daemon", pid=hello["pid"])
 
         def here() -> dict:
-            from localidx.indexer import run_index
-            from localidx.lock import IndexBusy
+            from localidx.index.indexer import run_index
+            from localidx.store.lock import IndexBusy
 
             try:
                 return run_index(self.root, self.in_git, self.settings, only=only, rebuild=rebuild, embed=embed,
@@ -143,7 +143,7 @@ class Backend:
                 raise self._daemon_holds(exc) from None
             except Exception as exc:
                 from localidx.errors import disk_full
-                from localidx.store.paths import index_paths
+                from localidx.paths import index_paths
 
                 full = disk_full(exc, index_paths(self.root, self.in_git, self.settings.home).state)
                 if full is None:
@@ -158,7 +158,7 @@ class Backend:
     def _daemon_holds(self, exc):
         """The IndexBusy to show: when the holder is this work tree's daemon, say so and what to do instead."""
         from localidx.daemon import lifecycle
-        from localidx.lock import IndexBusy
+        from localidx.store.lock import IndexBusy
 
         paths = lifecycle.daemon_paths(self.root, self.in_git, self.settings)
         status = lifecycle.read_status(paths.status)
@@ -176,7 +176,7 @@ class Backend:
         """Where the index is and what it holds (``localidx status --json``); from a daemon, also ``daemon``."""
 
         def here() -> dict:
-            from localidx.status import index_status
+            from localidx.index.status import index_status
 
             return index_status(self.root, self.in_git, self.settings)
 
@@ -187,8 +187,8 @@ class Backend:
         """Hybrid search (``localidx search --json``): ``{matches, warnings}``, and ``files`` when asked."""
 
         def here() -> dict:
+            from localidx.index.status import explain_empty_search
             from localidx.retrieve.search import search_response
-            from localidx.status import explain_empty_search
 
             return self._read(lambda index: explain_empty_search(index, lambda: search_response(
                 index, query, k=k, mode=mode, language=language, path_glob=path_glob, kind=kind, files=files)))
@@ -204,8 +204,8 @@ class Backend:
                    "conversation_context": conversation_context, "locale": locale}
 
         def here() -> dict:
+            from localidx.index.status import explain_empty_pack
             from localidx.retrieve.context import build_for_repository
-            from localidx.status import explain_empty_pack
 
             return self._read(lambda index: explain_empty_pack(index, build_for_repository(
                 index, query, settings=self.settings, language=language, path_glob=path_glob, kind=kind, **options)))
@@ -220,7 +220,7 @@ class Backend:
         ``{files: [{path, language, skipped, chunks}]}`` (``preview.chunk_paths``)."""
 
         def here() -> dict:
-            from localidx.preview import chunk_paths
+            from localidx.index.preview import chunk_paths
 
             return chunk_paths(self.root, paths, self.settings, max_tokens=max_tokens)
 
@@ -272,8 +272,8 @@ class Backend:
     def _indexed(self) -> bool:
         """Whether the work tree has an index: a daemon started for one that has none would index it all, unasked
         (its first job is a full pass)."""
+        from localidx.paths import index_paths
         from localidx.store.catalog import lists_files
-        from localidx.store.paths import index_paths
 
         return lists_files(index_paths(self.root, self.in_git, self.settings.home).catalog)
 
@@ -301,8 +301,8 @@ class Backend:
     def _running(self) -> Client | None:
         """"running": the daemon when one runs, waited for while it is on its way up (it holds the write lock
         then: an ``index`` done here would only find it busy); None when none runs or its socket dir is unsafe."""
-        from localidx.client import wait_for_a_start
         from localidx.daemon.lifecycle import starting_pid
+        from localidx.interface.client import wait_for_a_start
 
         for attempt in range(2):
             try:

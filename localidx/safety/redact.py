@@ -9,14 +9,15 @@ Flow: discover → parse → chunk → **redact** → enrich → embed → store
   signature, doc, decorators, calls, symbols, tags, imports, module doc, endpoints, then the [META] header itself.
   Those come from the parser, which reads the file's bytes, and from summaries built from them: they need their own
   pass. Everything stored (the chunk table, call relations, the catalog) and served comes from these fields.
-- the LLM's explanations (``localidx.explain``), the reasons of the catalog's problems and the log records of the
+- the LLM's explanations (``localidx.index.explain``), the reasons of the catalog's problems and the log records of the
   daemon and the hooks (``LogFilter``) pass ``redact`` too.
 
 Invariants:
 - A secret is replaced by the literal ``«redacted:KIND»`` followed by the line breaks the secret covered, so the text
   keeps its line count and every line number (chunk spans, ``Redaction.line``) stays right.
 - Text outside a secret is byte-for-byte unchanged; a text without secrets comes back as the very same string object.
-- Finding is ``localidx.secret_scan``'s: which spans of a text are secrets, and their kinds (the kinds, what counts
+- Finding is ``localidx.safety.secret_scan``'s: which spans of a text are secrets, and their kinds (the kinds, what
+  counts
   as a secret value and the bounds on its time are described there). This module replaces what it finds.
 """
 
@@ -26,7 +27,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
-from localidx.secret_scan import LINE_BREAKS, env_kind, find_secrets, merge_spans
+from localidx.safety.secret_scan import LINE_BREAKS, env_kind, find_secrets, merge_spans
 
 REPLACEMENT = "«redacted:{kind}»"
 _LINE_BREAK = re.compile("[" + "".join(sorted(LINE_BREAKS)) + "]")

@@ -149,8 +149,8 @@ class Shared:
     def view(self, clause: str | None, key: str) -> SharedView:
         import platformdirs
 
+        from localidx.paths import IndexPaths
         from localidx.store.catalog import Catalog
-        from localidx.store.paths import IndexPaths
 
         digest = hashlib.sha256(f"{self.uri}\0{key}".encode()).hexdigest()[:16]
         state = Path(platformdirs.user_cache_dir("localidx")) / "shared" / digest

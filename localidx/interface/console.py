@@ -1,15 +1,17 @@
 """What the ``localidx`` commands print, and how they end, without click.
 
-Place in the flow: serve, beside ``cli.py``. ``cli.py``'s commands and ``localidx.entry`` (a search through a running
+Place in the flow: serve, beside ``cli.py``. ``cli.py``'s commands and ``localidx.interface.entry`` (a search through a
+running
 daemon, answered without loading click) print through these functions, so the two print the same.
 
 - ``echo`` writes what ``click.echo`` writes: on a UTF-8 text stream both write the text and flush; on any other
   stream it is ``click.echo`` itself.
 - ``error_exit`` is how every command ends on an exception: a ``LocalidxError`` as one line and its exit code, a
   closed pipe or ^C as 130, anything else as an internal error (exit 3).
-- ``guard_terminal`` puts ``TerminalStream`` in front of stdout and stderr for the whole command (``localidx.entry``
+- ``guard_terminal`` puts ``TerminalStream`` in front of stdout and stderr for the whole command
+  (``localidx.interface.entry``
   does it first thing): whatever is written there, by these functions, ``click.echo``, ``print`` or a log handler,
-  passes ``localidx.text.terminal_text``, so no control sequence from file content reaches the terminal. Lines
+  passes ``localidx.text.safe.terminal_text``, so no control sequence from file content reaches the terminal. Lines
   localidx colours itself go through ``echo(..., color=True)``, which keeps only colour sequences and carriage
   returns. JSON output (``echo_json``) carries every character, escaped by JSON.
 """
@@ -22,8 +24,8 @@ import sys
 from pathlib import Path
 
 from localidx.errors import INTERNAL_ERROR_EXIT, NO_MATCH_EXIT, LocalidxError, UsageError
-from localidx.text import json_text, terminal_text, valid_text
-from localidx.text import printable as _p
+from localidx.text.safe import json_text, terminal_text, valid_text
+from localidx.text.safe import printable as _p
 
 
 _trust_warnings: set[str] = set()
@@ -45,7 +47,7 @@ def settings_for(root: Path | None, **overrides):
 
 def text_args(*values):
     """Text arguments as valid Unicode: argv carries bytes that were not UTF-8 as lone surrogates, which no
-    tokenizer or JSON writer takes (``localidx.text.valid_text``); None stays None."""
+    tokenizer or JSON writer takes (``localidx.text.safe.valid_text``); None stays None."""
     return tuple(valid_text(v) if isinstance(v, str) else v for v in values)
 
 
@@ -188,7 +190,7 @@ def print_search(response: dict, as_json: bool, files: bool, mode: str, query: s
                  vimgrep: bool = False) -> None:
     """What ``localidx search`` prints for the daemon's (or the library's) answer, and its exit status 1 when
     nothing matched."""
-    from localidx.highlight import use_color
+    from localidx.interface.highlight import use_color
 
     if vimgrep and not as_json:
         print_vimgrep(response)
@@ -235,7 +237,7 @@ def print_matches(response: dict, as_json: bool, files: bool = False, mode: str 
             echo(f"{repo}{_p(shown(f['path']))}  {f['score']:.3f}  ({count}; best {f['start_line']}-{f['end_line']}"
                  f"{'  ' + _p(f['symbol']) if f['symbol'] else ''})")
         return
-    from localidx.highlight import MAGENTA, RESET, query_terms, render, snippet
+    from localidx.interface.highlight import MAGENTA, RESET, query_terms, render, snippet
 
     terms = query_terms(query)
     for m in matches:

@@ -1,4 +1,4 @@
-"""Finding secrets in text: the spans of a text that hold a secret, and the kind of each. ``localidx.redact``
+"""Finding secrets in text: the spans of a text that hold a secret, and the kind of each. ``localidx.safety.redact``
 replaces what is found here; everything else reaches this module through it.
 
 Invariants:

@@ -1,5 +1,5 @@
-"""The words of identifiers, and the words too common to count: shared by [META] (``localidx.enrich``), the query
-side (``localidx.retrieve``) and the highlighting of ``localidx search`` (``localidx.highlight``).
+"""The words of identifiers, and the words too common to count: shared by [META] (``localidx.chunk.enrich``), the query
+side (``localidx.retrieve``) and the highlighting of ``localidx search`` (``localidx.interface.highlight``).
 
 Light to import (a regular expression and ``tomlfile``): ``localidx search`` through a running daemon loads it to
 highlight its answer, and everything else a search does happens in the daemon.

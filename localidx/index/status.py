@@ -36,7 +36,7 @@ def _writer_running(lock: Path) -> bool:
 
 def _work_tree_changes(root: Path, settings: Settings, records) -> dict:
     from localidx.discover import discover
-    from localidx.indexer import work_tree_changes
+    from localidx.index.indexer import work_tree_changes
 
     found = discover(root, settings)
     changes = work_tree_changes(found.files, records)
@@ -49,8 +49,8 @@ def index_status(root: Path, in_git: bool, settings: Settings, check_work_tree: 
     """Everything ``status`` shows, as one JSON-ready dict. ``writing`` says whether a writer is at work (the daemon
     knows; otherwise the write lock is probed); ``embedder`` reuses a loaded model."""
     from localidx.errors import IndexDamaged
+    from localidx.paths import index_paths
     from localidx.store.index import diagnose, open_index
-    from localidx.store.paths import index_paths
 
     report = {
         "root": str(root), "index": "", "table": "", "model": "", "files": 0, "files_skipped": 0,

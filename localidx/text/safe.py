@@ -14,7 +14,8 @@ passes what it did not write itself through ``printable``. JSON output needs non
 A terminal acts on what it is sent: ESC ] 52 writes the clipboard, ESC ] 0 sets the window title, ESC ] 8 makes a
 link, CSI sequences move the cursor or hide text, C1 bytes (U+0080-U+009F) are the same controls in one character.
 File content (a context pack, an LLM's answer that quotes it, a log line) holds whatever its author put there, so
-everything a command writes to a terminal passes ``terminal_text`` (``localidx.console.TerminalStream`` applies it to
+everything a command writes to a terminal passes ``terminal_text`` (``localidx.interface.console.TerminalStream``
+applies it to
 the CLI's stdout and stderr): the controls are shown as escapes, ``\x1b`` and ``\x9b``, never acted on.
 
 Pure functions, nothing imported beyond the standard library: the CLI and the git hooks load this module.

@@ -13,7 +13,8 @@ Light to import (sockets, json and ``localidx.protocol``; no lancedb, no tree-si
   ``LocalidxError`` (``IndexNotReady``, ``UsageError``, else ``DaemonError``) with the daemon's message.
 - ``connect_as_is`` is for callers that must never fail, wait long or restart anything (git hooks): the daemon
   running now, whatever its settings, or ``None`` when none answers.
-- Whether to use a daemon at all, and what to do without one, is ``localidx.backend``'s decision, not this module's.
+- Whether to use a daemon at all, and what to do without one, is ``localidx.interface.backend``'s decision, not this
+  module's.
 - ``start_daemon``, ``stop_daemon`` and ``probe`` are what ``localidx daemon start|stop|status`` do.
 """
 
@@ -546,7 +547,7 @@ def start_in_background(root: Path, in_git: bool, settings: Settings) -> bool:
     meanwhile); True when one was started. Nothing is started while the work tree's write lock is held (a daemon
     on its way up holds it, and so does an indexer: a second daemon would only wait for it and give up), nor for
     ``RETRY_START_S`` after a daemon failed to start (its log says why; ``localidx daemon start`` tries at once)."""
-    from localidx.lock import IndexBusy, WriteLock
+    from localidx.store.lock import IndexBusy, WriteLock
 
     paths = lifecycle.daemon_paths(root, in_git, settings)
     failed = lifecycle.start_failure(paths)

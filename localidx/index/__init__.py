@@ -1,0 +1,1 @@
+"""The indexing pass (the single writer) and what reports on it."""

@@ -1,0 +1,1 @@
+"""The command line, its fast entry, the MCP server and the git hooks: where a user meets localidx."""

@@ -1,0 +1,1 @@
+"""Redaction, trust and private files: what keeps a user's secrets and settings theirs."""

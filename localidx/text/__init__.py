@@ -1,0 +1,1 @@
+"""Text helpers every step shares: safe text, token counts, identifier words."""
