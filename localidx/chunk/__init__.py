@@ -5,6 +5,13 @@ chunker reads a file — symbols for grammar-backed code, headings for Markdown,
 for any other text — after redacting secrets from the whole text (line count kept), and it checks the result: if any
 non-blank line is in no chunk, or a chunker fails, the region gets a sentinel ``error`` chunk (level -99, the reason
 as text) plus line windows, so nothing is ever dropped silently.
+
+The step's modules, in the order a file passes them: ``parse`` (bytes -> tree -> Symbol records, through the
+language's queries), the chunkers (``code``, ``docs``, ``config``, ``summary``, ``windows``, ``split``), ``finalize``
+(identity, token counts, the redaction choke point) and ``enrich`` (the [META] header and the search text).
+
+Layer: above ``discover`` (what a file is, decoded), ``languages``, ``safety`` and the bottom; below ``store`` (which
+stores its records), ``index``, ``cluster``, ``retrieve`` and ``interface``, which may import it.
 """
 
 from __future__ import annotations

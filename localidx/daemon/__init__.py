@@ -27,7 +27,13 @@ Invariants:
   ``OVERLOADED``. After ``daemon_release_s`` without a query the model and the caches are dropped; subscribers
   (``daemon/subscribe``) are told about changes and do not count as activity.
 
-Modules: ``lifecycle`` (paths, status file, spawning), ``server`` (the event loop, request threads, subscribers, idle
-release and timeout, shutdown), ``writer`` (the writer thread), ``model`` (the shared model), ``memory`` (what the
-process holds, giving it back), ``routes`` and ``handlers/``.
+Modules: ``lifecycle`` (paths, status file, spawning), ``start`` (``localidx daemon run``: the log, the lock, the
+model, the writer, the watcher), ``server`` (the event loop, request threads, subscribers, idle release and timeout,
+shutdown), ``frames`` (a response as one frame, a failure as a protocol error, the connection cap), ``writer`` (the
+writer thread), ``model`` (the shared model), ``memory`` (what the process holds, giving it back), ``routes`` and
+``handlers/``.
+
+Layer: above ``retrieve``, ``index`` (its writer thread runs the indexer), ``store``, ``discover`` (the watcher) and
+the shared services; below ``interface`` only (``backend`` and ``client`` reach it through ``lifecycle`` and the
+socket).
 """

@@ -2,6 +2,10 @@
 
 Names are imported when first used (``__getattr__``): ``find_root`` lives in the light ``localidx.discover.root``,
 and a command that only needs it (a search through a running daemon) does not load discovery's filters.
+
+Layer: above the shared services (``gitrepo``, ``paths``, ``config``), ``safety`` and the bottom; below ``chunk`` and
+every step after it. One late import runs up, named in docs/architecture.md: outside git, ``root`` asks
+``localidx.index.registry`` for the nearest indexed directory (a command run in a subdirectory reads its index).
 """
 
 from __future__ import annotations

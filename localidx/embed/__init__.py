@@ -15,6 +15,9 @@ settings' ``embed_model`` name:
 What the model reads (``embedding_input``): the chunk's [META] header without its path-derived lines (File, Role),
 then the code. The model's window is 256 word pieces, so it sees the header and the start of a chunk; BM25 sees the
 whole ``search_text``. Leaving the path out means a renamed or copied file embeds nothing new.
+
+Layer: just above the bottom: it imports ``errors`` only, so ``config`` may read the model names (``names``) and
+every step from ``store`` up may embed.
 """
 
 from __future__ import annotations

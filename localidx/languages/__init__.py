@@ -8,6 +8,8 @@ A query file may start with ``; inherits: ecma`` (several names: ``; inherits: e
 ``ecma-<kind>.scm`` (``<kind>`` is the file's own, ``tags`` or ``chunks``), itself resolved the same way, is read
 before its own, as nvim-treesitter reads its query files; a file inherited twice is read once. Languages that share
 node names share patterns that way.
+
+Layer: above the bottom (``tomlfile``); below ``chunk`` (``parse`` reads the queries) and ``store.relations``.
 """
 
 from __future__ import annotations
