@@ -82,6 +82,12 @@ class IndexNotReady(LocalidxError):
     exit_code = 2
 
 
+# What a search or a context pack says when there is no index to read (its warnings hold one of these).
+NOT_READY_ONE = "nothing is indexed here yet: run `localidx index` first"
+NOT_READY_ALL = "none of the registered repositories has an index: run `localidx index` in one"
+NOT_READY_WARNINGS = (NOT_READY_ONE, NOT_READY_ALL)
+
+
 class IndexSwitched(IndexNotReady):
     """A rebuild replaced the index generation this reader had opened, and dropped it, while it read: nothing is
     damaged; the same read on the new generation answers (``Backend`` asks once more)."""

@@ -169,7 +169,7 @@ def explain_empty_pack(index, pack: dict) -> dict:
     note = nothing_to_index(index.catalog)
     if note is None:
         return pack
-    from localidx.retrieve.context import NOT_READY_WARNINGS
+    from localidx.errors import NOT_READY_WARNINGS
 
     warnings = [w for w in pack.get("warnings", []) if w not in NOT_READY_WARNINGS]
     return {**pack, "warnings": [*warnings, note], "noResults": True, "noResultsReason": NOTHING_TO_INDEX}

@@ -469,7 +469,7 @@ def _build_pack(question: str, profile, max_tokens, top_k, turns, locale, langua
 
 
 def _report_pack(pack: dict) -> None:
-    from localidx.retrieve.context import NOT_READY_ONE, NOT_READY_WARNINGS
+    from localidx.errors import NOT_READY_ONE, NOT_READY_WARNINGS
 
     warnings = pack.get("warnings", [])
     if pack.get("noResultsReason") == "INDEX_NOT_READY":

@@ -38,7 +38,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from localidx.errors import UsageError
+from localidx.errors import NOT_READY_ALL, NOT_READY_ONE, UsageError
 from localidx.retrieve import guard as _guard
 from localidx.retrieve.profiles import template_text
 from localidx.retrieve import transforms
@@ -48,9 +48,6 @@ log = logging.getLogger(__name__)
 CONTEXT_NOT_FOUND = "CONTEXT_NOT_FOUND"
 INDEX_NOT_READY = "INDEX_NOT_READY"
 # The warning an INDEX_NOT_READY response carries: what happened and what to do (the CLI prints it as its error).
-NOT_READY_ONE = "nothing is indexed here yet: run `localidx index` first"
-NOT_READY_ALL = "none of the registered repositories has an index: run `localidx index` in one"
-NOT_READY_WARNINGS = (NOT_READY_ONE, NOT_READY_ALL)
 # A match found only by a sub-query scores 0.85 of its score there, and never more than the question's own lowest
 # match: sub-queries add candidates behind the question's (merged in sub-query order), and only the rerank's rules
 # may lift one above them. Without that floor the keyword sub-query's BM25-only scores outranked the fused ones and
