@@ -137,7 +137,7 @@ def test_a_corrupt_registry_is_one_warning_and_is_rewritten_by_the_next_index(ma
 REGISTER_MANY = """
 import sys
 from pathlib import Path
-from localidx import registry
+from localidx.index import registry
 from localidx.paths import index_paths
 
 base = Path(sys.argv[1])

@@ -80,9 +80,10 @@ def run_daemon(root: Path, in_git: bool, settings: Settings, log_to_stderr: bool
 
     if "MALLOC_ARENA_MAX" not in os.environ:
         memory.limit_arenas()  # a daemon started by hand; lifecycle.spawn sets the variable for its own
-    from localidx.store import hot
+    from localidx.store import compact, hot
 
     hot.set_eager()  # each table version's first query starts loading it into memory (store/hot.py)
+    compact.USE_PYLANCE = False  # see there: a daemon's old versions go when it is idle, pylance kept out of memory
     paths = lifecycle.daemon_paths(root, in_git, settings)
     ipaths = index_paths(root, in_git, settings.home)
     try:

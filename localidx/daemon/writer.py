@@ -38,9 +38,6 @@ class Writer(threading.Thread):
 
     def __init__(self, root: Path, index_paths, settings: Settings, embedder, on_activity=lambda: None):
         super().__init__(name="localidx-writer", daemon=True)
-        from localidx.store import compact
-
-        compact.USE_PYLANCE = False  # see there: a daemon's old versions go when it is idle
         self.root = root
         self.index_paths = index_paths
         self.settings = settings
