@@ -54,7 +54,7 @@ export const METHODS = {
   "daemon/stop": { params: [], required: [] },
   "daemon/subscribe": { params: ["interval_ms"], required: [] },
   "index/status": { params: ["check_work_tree"], required: [] },
-  "index/reindex": { params: ["paths", "reason", "wait"], required: [] },
+  "index/reindex": { params: ["paths", "reason", "rebuild", "wait"], required: [] },
   "search/query": { params: ["query", "k", "mode", "files", "lang", "path", "kind"], required: ["query"] },
   "context/build": {
     params: ["query", "profile", "max_tokens", "top_k", "conversation_context", "locale", "lang", "path", "kind"],
@@ -91,6 +91,8 @@ export interface StatusParams {
 export interface ReindexParams {
   paths?: string[];
   reason?: string;
+  /** Build a new index beside the current one and switch to it (`localidx index --rebuild`). */
+  rebuild?: boolean;
   wait?: boolean;
 }
 
