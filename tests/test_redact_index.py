@@ -186,7 +186,8 @@ def test_crafted_lines_secret_files_and_secret_paths_in_a_real_index(tmp_path):
     git(root, "commit", "-q", "-m", "initial")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCALIDX_")}
     env.update({"LOCALIDX_EMBED_MODEL": "fake", "LOCALIDX_HOME": str(tmp_path / "state"), "LOCALIDX_WATCH": "0",
-                "LOCALIDX_REGISTRY": str(tmp_path / "registry.json"), "LOCALIDX_CONFIG_DIR": str(tmp_path / "cfg")})
+                "LOCALIDX_REGISTRY": str(tmp_path / "registry.json"), "LOCALIDX_CONFIG_DIR": str(tmp_path / "cfg"),
+                "LOCALIDX_DAEMON": "never"})  # its searches must not leave a daemon behind the test
     dry = _lx(root, env, "index", "--dry-run")
     for name in secret_names:
         assert f"{name}  (secret-file)" in dry.stdout, dry.stdout
