@@ -47,11 +47,12 @@ def credit_definitions(table, label, scores: dict[tuple, float], rows: dict[tupl
     if not docs:
         return
     wanted = {(rows[key]["path"], documented_symbol(rows[key])) for key in docs}
+    symbols = SymbolMap.of(table)  # the rows naming each, through the version's symbol map (no scan of the table)
     ids: set[int] = set()
-    for _path, symbol in wanted:  # the rows naming it, through the version's symbol map (no scan of the table)
+    for _path, symbol in wanted:
         parts = name_parts(symbol)
         if parts:
-            ids.update(SymbolMap.of(table).row_ids(fold_name(parts[-1])))
+            ids.update(symbols.row_ids(fold_name(parts[-1])))
     found = [row for row in taken(table, sorted(ids), columns, with_row_id=True)
              if row["chunk_index"] == 0 and (row["path"], row["symbol"]) in wanted] if ids else []
     for key in docs:
