@@ -323,3 +323,46 @@ def test_a_prototype_whose_body_no_parser_reads_is_not_put_behind_another_langua
         assert (first.path, first.definition) == ("src/inflate_sync.h", True)
     finally:
         index.close()
+
+
+def test_a_file_named_for_a_name_the_question_writes_as_code_comes_first(make_repo, tmp_path, monkeypatch):
+    # The header named for `absl::string_view` defines nothing a parser reads as `string_view`; the file that uses
+    # it says its words more often.
+    uses = "".join(f"// Finds a part in {'non-owning ' if n < 1 else ''}string references.\n"
+                   f"bool Find{n}(absl::string_view text, absl::string_view part) {{\n"
+                   f"  return text.find(part) != text.npos;\n}}\n" for n in range(5))
+    files = {
+        **_noise(),
+        "absl/strings/string_view.h": (
+            "#ifndef ABSL_STRINGS_STRING_VIEW_H_\n#define ABSL_STRINGS_STRING_VIEW_H_\n"
+            "// string_view: references to a string that own nothing, a pointer and a length.\n"
+            "#include <string_view>\nnamespace absl {\nusing std::string_view;\n}\n#endif\n"),
+        "absl/strings/str_split.cc": uses,
+    }
+    index = _index(make_repo, tmp_path, files)
+    try:
+        question = "absl::string_view for non-owning string references"
+        assert search(index, question, k=3)[0].path == "absl/strings/string_view.h"
+        monkeypatch.setattr(ranking, "STEM_WEIGHT", 0.0)
+        assert search(index, question, k=3)[0].path != "absl/strings/string_view.h"
+    finally:
+        index.close()
+
+
+def test_a_question_naming_the_project_finds_the_file_named_for_it(make_repo, tmp_path, monkeypatch):
+    # nvm is one long script named for the project; the installer of nvm itself is named for the question's verb.
+    script = "".join(f"nvm_step_{n}() {{\n  local VERSION\n  VERSION=\"$(nvm_resolve \"$1\")\"\n}}\n\n" for n in range(8))
+    files = {
+        "nvm.sh": script + "nvm_install_binary() {\n  local VERSION\n  VERSION=\"$1\"\n"
+                           "  nvm_download \"node-${VERSION}.tar.gz\"\n}\n",
+        "install.sh": "nvm_install_node() {\n  # installs node after nvm itself is installed\n"
+                      "  nvm install \"$NODE_VERSION\"\n}\n\nnvm_install_dir() {\n  echo \"$HOME/.nvm\"\n}\n",
+    }
+    index = _index(make_repo, tmp_path, files, name="nvm")
+    try:
+        question = "how nvm installs a specific node version"
+        assert search(index, question, k=3)[0].path == "nvm.sh"
+        monkeypatch.setattr(ranking, "STEM_WEIGHT", 0.0)
+        assert search(index, question, k=3)[0].path == "install.sh"
+    finally:
+        index.close()

@@ -21,6 +21,10 @@ gains or loses, each rule a share of the best score:
 - **Path evidence**: every chunk of a file whose stem or directory names the question's words gains
   ``PATH_WEIGHT`` times the share of the question the path names (``path_evidence``), each word weighed by how few
   files it names.
+- **Named files**: every chunk of a file the question names as a whole (``named_files``: its stem is a name the
+  question writes as code, ``absl::string_view`` and ``string_view.h``, or the project's name when the question says
+  it, "how nvm installs" and ``nvm.sh``) gains ``STEM_WEIGHT``: a header that only re-exports a type, or one long
+  script named for its project, is what such a question asks for.
 - **Diversity**: a file's n-th best chunk counts ``FILE_DECAY`` ** (n - 1), so the first matches cover more files.
 
 Measured on the tuning halves only (``benchmarks/eval/shortq``: the peer benchmark's 23 tuning repositories, 460
@@ -60,6 +64,7 @@ PATH_WEIGHT = 1.5  # times the share of the question the path names (1.0 and 2.0
 UNNAMED_WEIGHT = 0.5  # a question's word no path names, in the share's whole, times the largest word weight
 MIN_PREFIX = 4  # a word and a path word match when the shorter (at least this long) begins the longer
 FILE_DECAY = 0.5  # a file's n-th best chunk counts this to the power n-1 (0.7: peer -0.006, generated +0.01)
+STEM_WEIGHT = 0.4  # a file the question names as a whole (``named_files``; 0.75: generated set -0.003)
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 
@@ -122,8 +127,10 @@ class PathIndex:
     def __init__(self, paths):
         self.count = 0
         self._files: dict[str, set[str]] = {}
+        self._stems: dict[str, set[str]] = {}
         for path in paths:
             self.count += 1
+            self._stems.setdefault(folded(PurePosixPath(path).stem), set()).add(path)
             for word in path_words(path):
                 self._files.setdefault(word, set()).add(path)
         self._vocabulary = sorted(self._files)
@@ -140,6 +147,26 @@ class PathIndex:
             for end in range(MIN_PREFIX, len(word)):
                 found |= self._files.get(word[:end], set())
         return found
+
+
+    def named(self, name: str) -> set[str]:
+        """The files whose whole stem is ``name``, case and separators aside (``StrCat``: ``str_cat.h``)."""
+        return set(self._stems.get(folded(name), ()))
+
+
+def folded(name: str) -> str:
+    """A name as a comparison key: lower case, letters and digits only (``str_cat``, ``StrCat``: ``strcat``)."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def named_files(query: str, mentioned: list[tuple[str, ...]], project: str, index: PathIndex) -> set[str]:
+    """The files a question names as a whole: those whose stem is a name it writes as code (``absl::string_view``:
+    ``string_view.h``; ``StrCat``: ``str_cat.h``), and, when it says the project's name (``project``, the indexed
+    folder's), the file named for the project (``how nvm installs a version``: ``nvm.sh``)."""
+    names = [parts[-1] for parts in mentioned]
+    if folded(project) in {folded(word) for word in query.split()}:
+        names.append(project)
+    return {path for name in names if len(folded(name)) >= 3 for path in index.named(name)}
 
 
 def path_evidence(words: frozenset[str], index: PathIndex) -> dict[str, float]:
@@ -217,11 +244,12 @@ def mentioned_weights(mentioned: list[list[tuple]], scores: dict) -> dict:
 
 
 def rank_question(scores: dict, rows: dict, evidence: dict, wanted_roles: frozenset,
-                  mentioned: list[list[tuple]] = (), phrases: dict | None = None) -> dict:
+                  mentioned: list[list[tuple]] = (), phrases: dict | None = None, named: frozenset = frozenset()) -> dict:
     """A question's scores (after ``role_factor``) with the definitions of the names it mentions, path evidence,
     file coherence and diversity. Keys are (source label, chunk id); ``evidence``: (source label, path) -> the
     share of the question the path names (``path_evidence``); ``mentioned``: for each name the question writes as
-    code, its definitions as ``(rank key, key)``."""
+    code, its definitions as ``(rank key, key)``; ``named``: (source label, path) of the files named for such a name
+    (``named_files``)."""
     if not scores:
         return scores
     top = max(scores.values()) or 1.0
@@ -248,6 +276,10 @@ def rank_question(scores: dict, rows: dict, evidence: dict, wanted_roles: frozen
             share = evidence.get((key[0], rows[key]["path"]))
             if share:
                 out[key] += PATH_WEIGHT * top * share * role_factor(rows[key], wanted_roles)
+    if STEM_WEIGHT and named:
+        for key in out:
+            if (key[0], rows[key]["path"]) in named:
+                out[key] += STEM_WEIGHT * top * role_factor(rows[key], wanted_roles)
     if FILE_DECAY < 1.0:
         seen: dict[tuple, int] = {}
         for key in sorted(out, key=lambda key: -out[key]):

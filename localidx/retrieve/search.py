@@ -54,8 +54,8 @@ from localidx.retrieve.docheads import credit_definitions
 from localidx.retrieve.filters import Staleness, filter_clause, rank_files
 from localidx.retrieve.guard import found as counts_as_found, limit_query, require_words
 from localidx.retrieve.arms import COLUMNS, bm25_arm, decide, definition_arm, materialise, vector_arm
-from localidx.retrieve.ranking import (PathIndex, definitions_first, mentioned_names, path_evidence, question_words,
-                                       rank_question, role_factor)
+from localidx.retrieve.ranking import (PathIndex, definitions_first, mentioned_names, named_files, path_evidence,
+                                       question_words, rank_question, role_factor)
 from localidx.retrieve.transforms import NameQuery, name_query, path_role
 from localidx.text.safe import valid_text
 
@@ -305,7 +305,10 @@ def _search_sources(sources, copies: dict, query: str, k: int, mode: str, langua
         scores = _with_file_depth(_with_file_support(scores, rows), rows)
     elif mode != "vector":
         mentioned: list[list[tuple]] = []
-        for parts in [] if names is not None else mentioned_names(query):
+        written = [] if names is not None else mentioned_names(query)
+        named = {(label, path) for label, index, table in sources for path in named_files(
+            query, written, index.paths.root.name, reading(index, lambda: _path_index(index, table)))}
+        for parts in written:
             defined = []
             for label, index, table in sources:
                 arm = lambda: definition_arm(table, NameQuery((parts,)), where, text_if_parsed=False)  # noqa: E731
@@ -324,7 +327,7 @@ def _search_sources(sources, copies: dict, query: str, k: int, mode: str, langua
                                                           rows, label))
             phrases = {key: share for key in head if "text" in rows[key]
                        and (share := ranking.phrase_share(query, rows[key]["text"]))}
-        scores = rank_question(scores, rows, evidence, plan.wanted_roles, mentioned, phrases)
+        scores = rank_question(scores, rows, evidence, plan.wanted_roles, mentioned, phrases, frozenset(named))
     definitions: set[tuple] = set()
     if names is not None:
         defined: list[tuple] = []
