@@ -28,6 +28,7 @@ semble with the same vectors; ``--misses`` lists each miss with what came first.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import logging
@@ -48,6 +49,7 @@ KIND_GROUP = {**{k: "class" for k in ctags.CONTAINER_KINDS}, **{k: "type" for k 
               **{k: "function" for k in ctags.FUNCTION_KINDS}, "prototype": "function"}
 MIN_LENGTH = 4
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LUA_QUALIFIED = re.compile(r"[A-Za-z_][\w.]*[:.]([A-Za-z_]\w*)")
 
 
 def _group(tag: ctags.Tag) -> str | None:
@@ -58,8 +60,16 @@ def _group(tag: ctags.Tag) -> str | None:
     if tag.kind == "module" and tag.path.endswith(".rs"):
         return None  # `mod x;` declares a file; its contents are elsewhere
     if tag.name.startswith(("__anon", "AnonymousFunction")) or not _IDENTIFIER.fullmatch(tag.name):
-        return None  # ctags' names for anonymous structs and functions, Lua's `a:method`
+        return None  # ctags' names for anonymous structs and functions
     return KIND_GROUP.get(tag.kind)
+
+
+def _own_name(tag: ctags.Tag) -> ctags.Tag:
+    """ctags names a Lua method or module function with its table (``M:help``, ``M.setup``): it defines ``help`` and
+    ``setup`` as much as a table field ``help = function()`` does, so it counts as a definition of the bare name."""
+    if tag.language == "Lua" and (found := _LUA_QUALIFIED.fullmatch(tag.name)):
+        return dataclasses.replace(tag, name=found.group(1))
+    return tag
 
 
 def _is_constructor(tag: ctags.Tag) -> bool:
@@ -74,6 +84,7 @@ def sample_names(root: Path, repo: str, per_repo: int) -> list[dict]:
                or p.endswith((".pyi", ".sh")) and ctags.is_source(p[:-1] if p.endswith(".pyi") else p[:-2] + "py")]
     by_name: dict[str, list[ctags.Tag]] = defaultdict(list)
     for tag in ctags.definitions(root, sources, declarations=True):
+        tag = _own_name(tag)
         if _group(tag) is None or _is_constructor(tag):
             continue
         by_name[tag.name].append(tag)
