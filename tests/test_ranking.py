@@ -366,3 +366,19 @@ def test_a_question_naming_the_project_finds_the_file_named_for_it(make_repo, tm
         assert search(index, question, k=3)[0].path == "install.sh"
     finally:
         index.close()
+
+
+def test_the_file_a_question_names_wholly_comes_before_one_it_names_in_part(make_repo, tmp_path, monkeypatch):
+    # Two classes that say the same: the question names all of Triple.java's stem and half of MutableTriple.java's.
+    def holder(name: str) -> str:
+        return (f"package demo;\n\n/** A triple of three related values. */\npublic class {name} {{\n"
+                "  public Object left;\n  public Object middle;\n  public Object right;\n}\n")
+    files = {**_noise(), "src/demo/Triple.java": holder("Triple"), "src/demo/MutableTriple.java": holder("MutableTriple")}
+    index = _index(make_repo, tmp_path, files)
+    try:
+        question = "triple container for three related values"
+        assert search(index, question, k=2)[0].path == "src/demo/Triple.java"
+        monkeypatch.setattr(ranking, "STEM_FLOOR", 1.0)
+        assert search(index, question, k=2)[0].path == "src/demo/MutableTriple.java"
+    finally:
+        index.close()

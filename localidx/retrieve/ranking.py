@@ -20,7 +20,8 @@ gains or loses, each rule a share of the best score:
   elsewhere, and a long file's many weak matches do not outweigh one strong one.
 - **Path evidence**: every chunk of a file whose stem or directory names the question's words gains
   ``PATH_WEIGHT`` times the share of the question the path names (``path_evidence``), each word weighed by how few
-  files it names.
+  files it names, and the more of the file's stem the question names the more (``Triple.java`` before
+  ``MutableTriple.java`` for "triple container").
 - **Named files**: every chunk of a file the question names as a whole (``named_files``: its stem is a name the
   question writes as code, ``absl::string_view`` and ``string_view.h``, or the project's name when the question says
   it, "how nvm installs" and ``nvm.sh``) gains ``STEM_WEIGHT``: a header that only re-exports a type, or one long
@@ -64,6 +65,8 @@ PATH_WEIGHT = 1.5  # times the share of the question the path names (1.0 and 2.0
 UNNAMED_WEIGHT = 0.5  # a question's word no path names, in the share's whole, times the largest word weight
 MIN_PREFIX = 4  # a word and a path word match when the shorter (at least this long) begins the longer
 FILE_DECAY = 0.5  # a file's n-th best chunk counts this to the power n-1 (0.7: peer -0.006, generated +0.01)
+STEM_FLOOR = 0.25  # a path's share when the question names none of its stem's words, rising to 1 when all (0.5,
+#   0: peer -0.002 and -0.0004, generated -0.0002 and -0.0004)
 STEM_WEIGHT = 0.4  # a file the question names as a whole (``named_files``; 0.75: generated set -0.003)
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
@@ -174,7 +177,9 @@ def path_evidence(words: frozenset[str], index: PathIndex) -> dict[str, float]:
 
     A word counts by how few files it names (``log(1 + files / named)``): ``tex`` naming one file of a thousand is
     strong evidence, ``string`` naming every file under ``strings/`` is weak. A word no path names counts
-    ``UNNAMED_WEIGHT`` times the largest weight a word can have: the question asks for it, and no file is named by it."""
+    ``UNNAMED_WEIGHT`` times the largest weight a word can have: the question asks for it, and no file is named by it.
+    A path's share is then scaled by how much of its stem the question names (``stem_coverage``, from
+    ``STEM_FLOOR`` to 1): "triple container" names ``Triple.java`` wholly and ``MutableTriple.java`` in part."""
     if not words or not index.count:
         return {}
     weights: dict[str, float] = {}
@@ -189,7 +194,31 @@ def path_evidence(words: frozenset[str], index: PathIndex) -> dict[str, float]:
         return {}
     unnamed = len(words) - len(weights)
     total = sum(weights.values()) + unnamed * UNNAMED_WEIGHT * math.log(1.0 + index.count)
-    return {path: sum(weights[w] for w in found) / total for path, found in named.items()}
+    return {path: sum(weights[w] for w in found) / total
+            * (STEM_FLOOR + (1 - STEM_FLOOR) * stem_coverage(path, words)) for path, found in named.items()}
+
+
+def _word_matches(word: str, other: str) -> bool:
+    """Two words match when equal, or when the shorter, at least ``MIN_PREFIX`` letters, begins the longer (the
+    rule ``PathIndex.files`` applies over the whole vocabulary at once)."""
+    short, long = sorted((word, other), key=len)
+    return short == long or len(short) >= MIN_PREFIX and long.startswith(short)
+
+
+@lru_cache(maxsize=65536)
+def _stem_words(path: str) -> tuple[str, ...]:
+    from localidx.chunk.enrich import split_identifier
+
+    return tuple(w for part in PurePosixPath(path).stem.split(".") for w in split_identifier(part) if len(w) >= 2)
+
+
+def stem_coverage(path: str, words: frozenset[str]) -> float:
+    """The share of a file stem's words that the question's ``words`` name: ``Triple.java`` is wholly named by
+    "triple container", ``MutableTriple.java`` half."""
+    stem = _stem_words(path)
+    if not stem:
+        return 1.0
+    return sum(any(_word_matches(w, s) for w in words) for s in stem) / len(stem)
 
 
 def role_factor(row: dict, wanted_roles: frozenset) -> float:
