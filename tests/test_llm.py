@@ -478,8 +478,11 @@ def test_ctrl_c_mid_answer_closes_the_request(indexed):
     with serve_llm(lambda req: slow if req["path"] == "/v1/chat/completions" else Reply(status=404, raw=b"")) as url:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOCALIDX_")}
         env.update(_STATE[str(indexed)], **_llm_env(url))
+        # A test run started in the background (`cmd &` in a script) ignores ^C, and its children inherit that:
+        # the command gets ^C as a terminal gives it.
         proc = subprocess.Popen([sys.executable, "-m", "localidx", "ask", "how is the token signature verified"],
-                                cwd=indexed, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                cwd=indexed, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             assert proc.stdout.read(len("The answer ")) == b"The answer "  # streamed: here before the end
             proc.send_signal(signal.SIGINT)
