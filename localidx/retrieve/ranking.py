@@ -207,9 +207,14 @@ def _word_matches(word: str, other: str) -> bool:
 
 @lru_cache(maxsize=65536)
 def _stem_words(path: str) -> tuple[str, ...]:
+    """The words of a file's stem; a package's own file (``observers/__init__.py``, ``index.ts``, ``mod.rs``) is
+    named by its directory."""
     from localidx.chunk.enrich import split_identifier
+    from localidx.store.relations import is_package_file
 
-    return tuple(w for part in PurePosixPath(path).stem.split(".") for w in split_identifier(part) if len(w) >= 2)
+    pure = PurePosixPath(path)
+    stem = pure.parent.name if is_package_file(pure.stem) and pure.parent.name else pure.stem
+    return tuple(w for part in stem.split(".") for w in split_identifier(part) if len(w) >= 2)
 
 
 def stem_coverage(path: str, words: frozenset[str]) -> float:

@@ -144,6 +144,11 @@ def _tables() -> _Tables:
     )
 
 
+def is_package_file(stem: str) -> bool:
+    """Whether a file of this stem stands for its directory (``__init__``, ``index``, ``mod``)."""
+    return stem in _tables().package_files
+
+
 def is_noise(name: str) -> bool:
     """Whether a called name is too common to resolve outside the caller's file."""
     return name in _tables().noise
