@@ -385,3 +385,4 @@ def test_the_file_a_question_names_wholly_comes_before_one_it_names_in_part(make
     # A package's own file is named by its directory: "which observer is picked" names observers/__init__.py wholly.
     assert ranking.stem_coverage("src/observers/__init__.py", frozenset({"observer", "picked"})) == 1.0
     assert ranking.stem_coverage("src/observers/polling.py", frozenset({"observer", "picked"})) == 0.0
+    assert ranking.stem_coverage("src/store/index.py", frozenset({"damaged", "index"})) == 1.0  # a module so named

@@ -206,24 +206,24 @@ def _word_matches(word: str, other: str) -> bool:
 
 
 @lru_cache(maxsize=65536)
-def _stem_words(path: str) -> tuple[str, ...]:
-    """The words of a file's stem; a package's own file (``observers/__init__.py``, ``index.ts``, ``mod.rs``) is
-    named by its directory."""
+def _stem_names(path: str) -> tuple[tuple[str, ...], ...]:
+    """The words a file's stem names it by; a file whose stem may stand for its directory (``__init__.py``,
+    ``index.ts``, ``mod.rs``, but also a module called ``index.py``) is named by its directory as well."""
     from localidx.chunk.enrich import split_identifier
     from localidx.store.relations import is_package_file
 
     pure = PurePosixPath(path)
-    stem = pure.parent.name if is_package_file(pure.stem) and pure.parent.name else pure.stem
-    return tuple(w for part in stem.split(".") for w in split_identifier(part) if len(w) >= 2)
+    stems = [pure.stem] + ([pure.parent.name] if is_package_file(pure.stem) and pure.parent.name else [])
+    return tuple(tuple(w for part in stem.split(".") for w in split_identifier(part) if len(w) >= 2)
+                 for stem in stems)
 
 
 def stem_coverage(path: str, words: frozenset[str]) -> float:
     """The share of a file stem's words that the question's ``words`` name: ``Triple.java`` is wholly named by
-    "triple container", ``MutableTriple.java`` half."""
-    stem = _stem_words(path)
-    if not stem:
-        return 1.0
-    return sum(any(_word_matches(w, s) for w in words) for s in stem) / len(stem)
+    "triple container", ``MutableTriple.java`` half; ``observers/__init__.py`` by "which observer is picked"."""
+    shares = [sum(any(_word_matches(w, s) for w in words) for s in stem) / len(stem)
+              for stem in _stem_names(path) if stem]
+    return max(shares, default=1.0)
 
 
 def role_factor(row: dict, wanted_roles: frozenset) -> float:
