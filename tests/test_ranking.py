@@ -351,7 +351,8 @@ def test_a_file_named_for_a_name_the_question_writes_as_code_comes_first(make_re
 
 def test_a_question_naming_the_project_finds_the_file_named_for_it(make_repo, tmp_path, monkeypatch):
     # nvm is one long script named for the project; the installer of nvm itself is named for the question's verb.
-    script = "".join(f"nvm_step_{n}() {{\n  local VERSION\n  VERSION=\"$(nvm_resolve \"$1\")\"\n}}\n\n" for n in range(8))
+    script = "".join(f"nvm_step_{n}() {{\n  local VERSION\n  VERSION=\"$(nvm_resolve \"$1\")\"\n}}\n\n"
+                     for n in range(8))
     files = {
         "nvm.sh": script + "nvm_install_binary() {\n  local VERSION\n  VERSION=\"$1\"\n"
                            "  nvm_download \"node-${VERSION}.tar.gz\"\n}\n",
@@ -373,7 +374,8 @@ def test_the_file_a_question_names_wholly_comes_before_one_it_names_in_part(make
     def holder(name: str) -> str:
         return (f"package demo;\n\n/** A triple of three related values. */\npublic class {name} {{\n"
                 "  public Object left;\n  public Object middle;\n  public Object right;\n}\n")
-    files = {**_noise(), "src/demo/Triple.java": holder("Triple"), "src/demo/MutableTriple.java": holder("MutableTriple")}
+    files = {**_noise(), "src/demo/Triple.java": holder("Triple"),
+             "src/demo/MutableTriple.java": holder("MutableTriple")}
     index = _index(make_repo, tmp_path, files)
     try:
         question = "triple container for three related values"

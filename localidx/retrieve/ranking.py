@@ -151,7 +151,6 @@ class PathIndex:
                 found |= self._files.get(word[:end], set())
         return found
 
-
     def named(self, name: str) -> set[str]:
         """The files whose whole stem is ``name``, case and separators aside (``StrCat``: ``str_cat.h``)."""
         return set(self._stems.get(folded(name), ()))
@@ -278,7 +277,8 @@ def mentioned_weights(mentioned: list[list[tuple]], scores: dict) -> dict:
 
 
 def rank_question(scores: dict, rows: dict, evidence: dict, wanted_roles: frozenset,
-                  mentioned: list[list[tuple]] = (), phrases: dict | None = None, named: frozenset = frozenset()) -> dict:
+                  mentioned: list[list[tuple]] = (), phrases: dict | None = None,
+                  named: frozenset = frozenset()) -> dict:
     """A question's scores (after ``role_factor``) with the definitions of the names it mentions, path evidence,
     file coherence and diversity. Keys are (source label, chunk id); ``evidence``: (source label, path) -> the
     share of the question the path names (``path_evidence``); ``mentioned``: for each name the question writes as
