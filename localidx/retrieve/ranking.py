@@ -128,12 +128,14 @@ class PathIndex:
     many files each word names."""
 
     def __init__(self, paths):
+        from localidx.retrieve.transforms import fold_name
+
         self.count = 0
         self._files: dict[str, set[str]] = {}
         self._stems: dict[str, set[str]] = {}
         for path in paths:
             self.count += 1
-            self._stems.setdefault(folded(PurePosixPath(path).stem), set()).add(path)
+            self._stems.setdefault(fold_name(PurePosixPath(path).stem), set()).add(path)
             for word in path_words(path):
                 self._files.setdefault(word, set()).add(path)
         self._vocabulary = sorted(self._files)
@@ -152,23 +154,27 @@ class PathIndex:
         return found
 
     def named(self, name: str) -> set[str]:
-        """The files whose whole stem is ``name``, case and separators aside (``StrCat``: ``str_cat.h``)."""
-        return set(self._stems.get(folded(name), ()))
+        """The files whose whole stem is ``name``, case and separators aside (``StrCat``: ``str_cat.h``), folded as
+        a name's home file is for a name query (``transforms.fold_name``)."""
+        from localidx.retrieve.transforms import fold_name
+
+        return set(self._stems.get(fold_name(name), ()))
 
 
-def folded(name: str) -> str:
-    """A name as a comparison key: lower case, letters and digits only (``str_cat``, ``StrCat``: ``strcat``)."""
-    return re.sub(r"[^a-z0-9]", "", name.lower())
+_NOT_ALNUM = re.compile(r"[^a-z0-9]")
 
 
 def named_files(query: str, mentioned: list[tuple[str, ...]], project: str, index: PathIndex) -> set[str]:
     """The files a question names as a whole: those whose stem is a name it writes as code (``absl::string_view``:
     ``string_view.h``; ``StrCat``: ``str_cat.h``), and, when it says the project's name (``project``, the indexed
     folder's), the file named for the project (``how nvm installs a version``: ``nvm.sh``)."""
+    from localidx.retrieve.transforms import fold_name
+
     names = [parts[-1] for parts in mentioned]
-    if folded(project) in {folded(word) for word in query.split()}:
+    said = {_NOT_ALNUM.sub("", word.lower()) for word in query.split()}  # "nvm," and "zig-clap" as written
+    if _NOT_ALNUM.sub("", project.lower()) in said:
         names.append(project)
-    return {path for name in names if len(folded(name)) >= 3 for path in index.named(name)}
+    return {path for name in names if len(fold_name(name)) >= 3 for path in index.named(name)}
 
 
 def path_evidence(words: frozenset[str], index: PathIndex) -> dict[str, float]:
